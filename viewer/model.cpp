@@ -1,0 +1,99 @@
+// Small helpers of the model: identity tokens, outcome texts, path relativization.
+#include "model.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace imptrace {
+namespace model {
+
+std::string object_token(const ObjectRef& o) {
+  if (!o.present) return "";
+  char buf[32];
+  snprintf(buf, sizeof buf, "obj:%llx", static_cast<unsigned long long>(o.id));
+  return buf;
+}
+
+std::string Import::error_text() const {
+  if (ok) return "";
+  if (error_type.empty() && error_message.empty()) return "failed";
+  if (error_message.empty()) return error_type;
+  if (error_type.empty()) return error_message;
+  return error_type + ": " + error_message;
+}
+
+std::string ProxyAccess::outcome() const {
+  if (ok) return "ok";
+  if (error_type.empty() && error_message.empty()) return "failed";
+  if (error_message.empty()) return error_type;
+  return (error_type.empty() ? std::string("Exception") : error_type) + ": " + error_message;
+}
+
+const char* binding_status_name(BindingStatus s) {
+  switch (s) {
+    case BindingStatus::Bound: return "bound";
+    case BindingStatus::Missing: return "missing";
+    case BindingStatus::Mismatch: return "mismatch";
+    case BindingStatus::OnProxy: return "on_proxy";
+  }
+  return "mismatch";
+}
+
+const char* proxy_access_kind_name(ProxyAccessKind k) {
+  switch (k) {
+    case ProxyAccessKind::Getattr: return "getattr";
+    case ProxyAccessKind::Setattr: return "setattr";
+    case ProxyAccessKind::ModuleGetattr: return "module_getattr";
+  }
+  return "getattr";
+}
+
+std::vector<std::string> Process::sys_path_roots() const {
+  std::vector<std::string> roots;
+  for (const auto& snap : sys_paths)
+    for (const auto& e : snap.entries) {
+      // '' in sys.path means the working directory.
+      const std::string& root = e.empty() ? cwd : e;
+      if (!root.empty() && std::find(roots.begin(), roots.end(), root) == roots.end())
+        roots.push_back(root);
+    }
+  return roots;
+}
+
+std::string relativize_path(const std::string& path, const std::vector<std::string>& roots) {
+  if (path.empty() || path[0] != '/') return path;  // "<frozen ...>", "<string>", relative
+  size_t best = 0;  // length of the prefix to strip, including the separating '/'
+  for (std::string root : roots) {
+    while (root.size() > 1 && root.back() == '/') root.pop_back();
+    if (root.empty() || root[0] != '/') continue;  // zip files and relative entries
+    if (root == "/") {
+      best = std::max<size_t>(best, 1);
+      continue;
+    }
+    // A directory prefix: "/a/b" contains "/a/b/c.py", not "/a/bc.py".
+    if (path.size() > root.size() + 1 && path.compare(0, root.size(), root) == 0 &&
+        path[root.size()] == '/')
+      best = std::max(best, root.size() + 1);
+  }
+  return best ? path.substr(best) : path;
+}
+
+std::string Process::relativize(const std::string& path) const {
+  return relativize_path(path, sys_path_roots());
+}
+
+Location Process::relative(const Location& loc) const {
+  Location out = loc;
+  out.file = relativize(loc.file);
+  return out;
+}
+
+int64_t Process::import_position(uint64_t index) const {
+  auto it = std::lower_bound(imports.begin(), imports.end(), index,
+                             [](const Import& im, uint64_t i) { return im.index < i; });
+  if (it == imports.end() || it->index != index) return -1;
+  return it - imports.begin();
+}
+
+}  // namespace model
+}  // namespace imptrace

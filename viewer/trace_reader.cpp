@@ -1,0 +1,699 @@
+// Trace decoding: framing (top-level Trace.record entries) and one decoder per message.
+// Leniency policy: a field with an unexpected wire type is skipped like an unknown field;
+// bytes that are not protobuf at all end the record (or the file) with a warning.
+#include "trace_reader.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <unordered_map>
+
+#include "records.h"
+#include "wire.h"
+
+namespace imptrace {
+namespace reader {
+namespace {
+
+namespace F = imptrace::fields;
+using wire::WireType;
+using Reader = wire::Reader;
+
+// ---------------------------------------------------------------------------------------
+// Byte sources: a file (streamed) or a memory block (tests). Both know how many bytes are
+// left, which is what lets us reject absurd lengths before allocating for them.
+class ByteSource {
+ public:
+  virtual ~ByteSource() = default;
+  virtual int get() = 0;                            // next byte or -1 at end
+  virtual bool read(uint8_t* dst, size_t n) = 0;   // exactly n bytes or false
+  virtual uint64_t remaining() const = 0;
+};
+
+class MemorySource : public ByteSource {
+ public:
+  MemorySource(const uint8_t* p, size_t n) : p_(p), end_(p + n) {}
+  int get() override { return p_ < end_ ? *p_++ : -1; }
+  bool read(uint8_t* dst, size_t n) override {
+    if (static_cast<size_t>(end_ - p_) < n) { p_ = end_; return false; }
+    if (n) memcpy(dst, p_, n);
+    p_ += n;
+    return true;
+  }
+  uint64_t remaining() const override { return static_cast<uint64_t>(end_ - p_); }
+
+ private:
+  const uint8_t* p_;
+  const uint8_t* end_;
+};
+
+class FileSource : public ByteSource {
+ public:
+  FileSource(FILE* f, uint64_t size) : f_(f), left_(size) {}
+  int get() override {
+    if (!left_) return -1;
+    int c = getc(f_);
+    if (c == EOF) { left_ = 0; return -1; }
+    --left_;
+    return c;
+  }
+  bool read(uint8_t* dst, size_t n) override {
+    if (n > left_) { left_ = 0; return false; }
+    size_t got = fread(dst, 1, n, f_);
+    left_ -= got;
+    if (got != n) { left_ = 0; return false; }
+    return true;
+  }
+  uint64_t remaining() const override { return left_; }
+
+ private:
+  FILE* f_;
+  uint64_t left_;
+};
+
+enum class VarintResult { Ok, End, Truncated, Malformed };
+
+VarintResult read_varint(ByteSource& src, uint64_t& v) {
+  v = 0;
+  for (int shift = 0; shift < 70; shift += 7) {
+    int c = src.get();
+    if (c < 0) return shift == 0 ? VarintResult::End : VarintResult::Truncated;
+    if (shift == 63 && (c & 0x7e)) return VarintResult::Malformed;
+    v |= static_cast<uint64_t>(c & 0x7f) << shift;
+    if (!(c & 0x80)) return VarintResult::Ok;
+  }
+  return VarintResult::Malformed;
+}
+
+// ---------------------------------------------------------------------------------------
+// Field access helpers. Each returns true when it consumed the field; a false return
+// (wrong wire type) makes the caller skip it.
+bool get_u64(WireType wt, Reader& r, uint64_t& out) {
+  if (wt != wire::VARINT) return false;
+  out = r.varint();
+  return true;
+}
+bool get_u32(WireType wt, Reader& r, uint32_t& out) {
+  uint64_t v;
+  if (!get_u64(wt, r, v)) return false;
+  out = static_cast<uint32_t>(v);
+  return true;
+}
+bool get_i64(WireType wt, Reader& r, int64_t& out) {
+  uint64_t v;
+  if (!get_u64(wt, r, v)) return false;
+  out = static_cast<int64_t>(v);
+  return true;
+}
+bool get_bool(WireType wt, Reader& r, bool& out) {
+  uint64_t v;
+  if (!get_u64(wt, r, v)) return false;
+  out = v != 0;
+  return true;
+}
+bool get_string(WireType wt, Reader& r, std::string& out) {
+  if (wt != wire::LEN) return false;
+  Reader s = r.sub();
+  if (r.ok) out.assign(reinterpret_cast<const char*>(s.p), static_cast<size_t>(s.end - s.p));
+  return true;
+}
+// Repeated uint32: accepts both packed (LEN) and unpacked (VARINT) encodings.
+template <class Fn>
+bool get_repeated_u32(WireType wt, Reader& r, Fn&& each) {
+  if (wt == wire::VARINT) {
+    each(static_cast<uint32_t>(r.varint()));
+    return true;
+  }
+  if (wt != wire::LEN) return false;
+  Reader s = r.sub();
+  while (r.ok && !s.done()) {
+    uint64_t v = s.varint();
+    if (!s.ok) { r.ok = false; break; }
+    each(static_cast<uint32_t>(v));
+  }
+  return true;
+}
+
+// Calls on_field(field, wt, r) for each field; skips what it does not consume.
+template <class Fn>
+bool for_each_field(Reader& r, Fn&& on_field) {
+  uint32_t field;
+  WireType wt;
+  while (r.tag(field, wt)) {
+    if (!on_field(field, wt, r)) r.skip(wt);
+    if (!r.ok) return false;
+  }
+  return r.ok;
+}
+
+// ---------------------------------------------------------------------------------------
+class Decoder {
+ public:
+  explicit Decoder(model::Process& p) : proc_(p) {}
+
+  size_t undefined_string_uses() const { return undefined_uses_; }
+
+  // Returns false when the record's bytes are malformed.
+  // `kind` receives the Record.kind field number seen (0 if none).
+  bool record(Reader r, uint32_t& kind) {
+    kind = 0;
+    return for_each_field(r, [&](uint32_t field, WireType wt, Reader& rr) {
+      if (wt != wire::LEN) return false;
+      Reader body = rr.sub();
+      if (!rr.ok) return true;
+      kind = field;
+      bool ok = true;
+      switch (field) {
+        case F::Record::header: ok = header(body); break;
+        case F::Record::string_def: ok = string_def(body); break;
+        case F::Record::import: ok = import_(body); break;
+        case F::Record::modules_change: ok = modules_change(body); break;
+        case F::Record::binding: ok = binding(body); break;
+        case F::Record::proxy_access: ok = proxy_access(body); break;
+        case F::Record::sys_path: ok = sys_path(body); break;
+        case F::Record::proxy_class: ok = proxy_class(body); break;
+        case F::Record::note: ok = note(body); break;
+        default: kind = 0; break;  // a newer record kind: skip it
+      }
+      if (!ok) rr.ok = false;
+      return true;
+    });
+  }
+
+  // Only the first header fills the process; later ones (should not exist) are ignored.
+  bool header_seen = false;
+
+ private:
+  const std::string& str(uint32_t id) {
+    static const std::string kEmpty;
+    if (!id) return kEmpty;
+    auto it = strings_.find(id);
+    if (it == strings_.end()) { ++undefined_uses_; return kEmpty; }
+    return it->second;
+  }
+  bool get_str_id(WireType wt, Reader& r, std::string& out) {
+    uint32_t id;
+    if (!get_u32(wt, r, id)) return false;
+    out = str(id);
+    return true;
+  }
+
+  bool header(Reader r) {
+    model::Process h;
+    bool ok = for_each_field(r, [&](uint32_t f, WireType wt, Reader& rr) {
+      switch (f) {
+        case F::Header::schema_major: return get_u32(wt, rr, h.schema_major);
+        case F::Header::schema_minor: return get_u32(wt, rr, h.schema_minor);
+        case F::Header::tracer_version: return get_string(wt, rr, h.tracer_version);
+        case F::Header::pid: return get_i64(wt, rr, h.pid);
+        case F::Header::ppid: return get_i64(wt, rr, h.ppid);
+        case F::Header::argv: {
+          std::string a;
+          if (!get_string(wt, rr, a)) return false;
+          h.argv.push_back(std::move(a));
+          return true;
+        }
+        case F::Header::executable: return get_string(wt, rr, h.executable);
+        case F::Header::python_version: return get_string(wt, rr, h.python_version);
+        case F::Header::python_build: return get_string(wt, rr, h.python_build);
+        case F::Header::platform: return get_string(wt, rr, h.platform);
+        case F::Header::machine: return get_string(wt, rr, h.machine);
+        case F::Header::cwd: return get_string(wt, rr, h.cwd);
+        case F::Header::start_time_unix_ns: return get_i64(wt, rr, h.start_time_unix_ns);
+        case F::Header::env: {
+          if (wt != wire::LEN) return false;
+          Reader e = rr.sub();
+          std::pair<std::string, std::string> kv;
+          if (!for_each_field(e, [&](uint32_t ef, WireType ewt, Reader& er) {
+                if (ef == F::EnvVar::name) return get_string(ewt, er, kv.first);
+                if (ef == F::EnvVar::value) return get_string(ewt, er, kv.second);
+                return false;
+              }))
+            rr.ok = false;
+          h.env.push_back(std::move(kv));
+          return true;
+        }
+        case F::Header::forked_from_pid: return get_i64(wt, rr, h.forked_from_pid);
+        case F::Header::start_monotonic_ns: return get_u64(wt, rr, h.start_monotonic_ns);
+        default: return false;
+      }
+    });
+    if (!ok) return false;
+    if (header_seen) return true;
+    header_seen = true;
+    // Copy header fields only; keep source_file and records already in proc_.
+    proc_.schema_major = h.schema_major;
+    proc_.schema_minor = h.schema_minor;
+    proc_.tracer_version = std::move(h.tracer_version);
+    proc_.pid = h.pid;
+    proc_.ppid = h.ppid;
+    proc_.argv = std::move(h.argv);
+    proc_.executable = std::move(h.executable);
+    proc_.python_version = std::move(h.python_version);
+    proc_.python_build = std::move(h.python_build);
+    proc_.platform = std::move(h.platform);
+    proc_.machine = std::move(h.machine);
+    proc_.cwd = std::move(h.cwd);
+    proc_.start_time_unix_ns = h.start_time_unix_ns;
+    proc_.env = std::move(h.env);
+    proc_.forked_from_pid = h.forked_from_pid;
+    proc_.start_monotonic_ns = h.start_monotonic_ns;
+    return true;
+  }
+
+  bool string_def(Reader r) {
+    uint32_t id = 0;
+    std::string value;
+    bool ok = for_each_field(r, [&](uint32_t f, WireType wt, Reader& rr) {
+      if (f == F::StringDef::id) return get_u32(wt, rr, id);
+      if (f == F::StringDef::value) return get_string(wt, rr, value);
+      return false;
+    });
+    if (!ok) return false;
+    if (id) strings_[id] = std::move(value);
+    return true;
+  }
+
+  bool location(WireType wt, Reader& r, model::Location& loc) {
+    if (wt != wire::LEN) return false;
+    Reader s = r.sub();
+    if (!r.ok) return true;
+    if (!for_each_field(s, [&](uint32_t f, WireType fwt, Reader& rr) {
+          switch (f) {
+            case F::Location::file: return get_str_id(fwt, rr, loc.file);
+            case F::Location::line: return get_u32(fwt, rr, loc.line);
+            case F::Location::function: return get_str_id(fwt, rr, loc.function);
+            default: return false;
+          }
+        }))
+      r.ok = false;
+    return true;
+  }
+  bool stack_entry(WireType wt, Reader& r, std::vector<model::Location>& stack) {
+    model::Location loc;
+    if (!location(wt, r, loc)) return false;
+    stack.push_back(std::move(loc));
+    return true;
+  }
+
+  bool object(WireType wt, Reader& r, model::ObjectRef& o) {
+    if (wt != wire::LEN) return false;
+    Reader s = r.sub();
+    if (!r.ok) return true;
+    o.present = true;
+    if (!for_each_field(s, [&](uint32_t f, WireType fwt, Reader& rr) {
+          switch (f) {
+            case F::ObjectRef::id: return get_u64(fwt, rr, o.id);
+            case F::ObjectRef::type: return get_str_id(fwt, rr, o.type);
+            case F::ObjectRef::flags: return get_u32(fwt, rr, o.flags);
+            case F::ObjectRef::name: return get_str_id(fwt, rr, o.name);
+            case F::ObjectRef::file: return get_str_id(fwt, rr, o.file);
+            default: return false;
+          }
+        }))
+      r.ok = false;
+    return true;
+  }
+
+  bool import_(Reader r) {
+    model::Import im;
+    uint64_t duration = 0;
+    bool spec_name_set = false, file_set = false;
+    bool ok = for_each_field(r, [&](uint32_t f, WireType wt, Reader& rr) {
+      switch (f) {
+        case F::Import::index: return get_u64(wt, rr, im.index);
+        case F::Import::parent: return get_u64(wt, rr, im.parent_index);
+        case F::Import::thread: return get_u64(wt, rr, im.thread);
+        case F::Import::begin_ns: return get_u64(wt, rr, im.begin_ns);
+        case F::Import::duration_ns: return get_u64(wt, rr, duration);
+        case F::Import::name: return get_str_id(wt, rr, im.name);
+        case F::Import::ok: return get_bool(wt, rr, im.ok);
+        case F::Import::error_type: return get_str_id(wt, rr, im.error_type);
+        case F::Import::error_message: return get_str_id(wt, rr, im.error_message);
+        case F::Import::object: return object(wt, rr, im.object);
+        case F::Import::spec_name:
+          spec_name_set = true;
+          return get_str_id(wt, rr, im.spec_name);
+        case F::Import::origin: return get_str_id(wt, rr, im.origin);
+        case F::Import::loader: return get_str_id(wt, rr, im.loader);
+        case F::Import::search_locations:
+          return get_repeated_u32(wt, rr, [&](uint32_t id) {
+            im.search_locations.push_back(str(id));
+          });
+        case F::Import::file:
+          file_set = true;
+          return get_str_id(wt, rr, im.file);
+        case F::Import::importer: return location(wt, rr, im.importer);
+        case F::Import::test: return get_str_id(wt, rr, im.test);
+        case F::Import::interpreter: return get_u32(wt, rr, im.interpreter);
+        default: return false;
+      }
+    });
+    if (!ok) return false;
+    // Saturate rather than wrap: a corrupt duration must not make end < begin.
+    im.end_ns = duration > UINT64_MAX - im.begin_ns ? UINT64_MAX : im.begin_ns + duration;
+    if (!spec_name_set || im.spec_name.empty()) im.spec_name = im.name;
+    if (!file_set || im.file.empty()) im.file = im.origin;
+    proc_.imports.push_back(std::move(im));
+    return true;
+  }
+
+  bool modules_change(Reader r) {
+    model::ModulesChange c;
+    bool ok = for_each_field(r, [&](uint32_t f, WireType wt, Reader& rr) {
+      uint32_t v;
+      switch (f) {
+        case F::ModulesChange::key: return get_str_id(wt, rr, c.key);
+        case F::ModulesChange::op:
+          if (!get_u32(wt, rr, v)) return false;
+          c.op = v <= 2 ? static_cast<model::ChangeOp>(v) : model::ChangeOp::Set;
+          return true;
+        case F::ModulesChange::old_: return object(wt, rr, c.old_object);
+        case F::ModulesChange::new_: return object(wt, rr, c.new_object);
+        case F::ModulesChange::stack: return stack_entry(wt, rr, c.stack);
+        case F::ModulesChange::time_ns: return get_u64(wt, rr, c.time_ns);
+        case F::ModulesChange::thread: return get_u64(wt, rr, c.thread);
+        case F::ModulesChange::test: return get_str_id(wt, rr, c.test);
+        case F::ModulesChange::precision:
+          if (!get_u32(wt, rr, v)) return false;
+          c.precision = v == 1 ? model::Precision::AtBoundary : model::Precision::Exact;
+          return true;
+        case F::ModulesChange::during_import: return get_u64(wt, rr, c.during_import);
+        case F::ModulesChange::by_import_system: return get_bool(wt, rr, c.by_import_system);
+        default: return false;
+      }
+    });
+    if (!ok) return false;
+    proc_.modules_changes.push_back(std::move(c));
+    return true;
+  }
+
+  bool binding(Reader r) {
+    model::Binding b;
+    bool ok = for_each_field(r, [&](uint32_t f, WireType wt, Reader& rr) {
+      uint32_t v;
+      switch (f) {
+        case F::Binding::import_index: return get_u64(wt, rr, b.import_index);
+        case F::Binding::parent: return get_str_id(wt, rr, b.parent);
+        case F::Binding::attribute: return get_str_id(wt, rr, b.attribute);
+        case F::Binding::bound_on: return object(wt, rr, b.bound_on);
+        case F::Binding::child: return object(wt, rr, b.child);
+        case F::Binding::status:
+          if (!get_u32(wt, rr, v)) return false;
+          // An unknown (newer) status is not "bound": report it as a mismatch.
+          b.status = v <= 3 ? static_cast<model::BindingStatus>(v) : model::BindingStatus::Mismatch;
+          return true;
+        case F::Binding::time_ns: return get_u64(wt, rr, b.time_ns);
+        case F::Binding::test: return get_str_id(wt, rr, b.test);
+        case F::Binding::attribute_value: return object(wt, rr, b.attribute_value);
+        default: return false;
+      }
+    });
+    if (!ok) return false;
+    proc_.bindings.push_back(std::move(b));
+    return true;
+  }
+
+  bool proxy_access(Reader r) {
+    model::ProxyAccess a;
+    bool ok = for_each_field(r, [&](uint32_t f, WireType wt, Reader& rr) {
+      uint32_t v;
+      switch (f) {
+        case F::ProxyAccess::proxy: return object(wt, rr, a.proxy);
+        case F::ProxyAccess::attribute: return get_str_id(wt, rr, a.attribute);
+        case F::ProxyAccess::kind:
+          if (!get_u32(wt, rr, v)) return false;
+          a.kind = v <= 2 ? static_cast<model::ProxyAccessKind>(v) : model::ProxyAccessKind::Getattr;
+          return true;
+        case F::ProxyAccess::ok: return get_bool(wt, rr, a.ok);
+        case F::ProxyAccess::result: return object(wt, rr, a.result);
+        case F::ProxyAccess::error_type: return get_str_id(wt, rr, a.error_type);
+        case F::ProxyAccess::error_message: return get_str_id(wt, rr, a.error_message);
+        case F::ProxyAccess::forwarded_to: return object(wt, rr, a.forwarded_to);
+        case F::ProxyAccess::stack: return stack_entry(wt, rr, a.stack);
+        case F::ProxyAccess::time_ns: return get_u64(wt, rr, a.time_ns);
+        case F::ProxyAccess::thread: return get_u64(wt, rr, a.thread);
+        case F::ProxyAccess::test: return get_str_id(wt, rr, a.test);
+        case F::ProxyAccess::during_import: return get_u64(wt, rr, a.during_import);
+        case F::ProxyAccess::from_import_system: return get_bool(wt, rr, a.from_import_system);
+        default: return false;
+      }
+    });
+    if (!ok) return false;
+    proc_.proxy_accesses.push_back(std::move(a));
+    return true;
+  }
+
+  bool proxy_class(Reader r) {
+    model::ProxyClass c;
+    bool ok = for_each_field(r, [&](uint32_t f, WireType wt, Reader& rr) {
+      switch (f) {
+        case F::ProxyClass::type: return get_str_id(wt, rr, c.type);
+        case F::ProxyClass::getattr_at: return location(wt, rr, c.getattr_at);
+        case F::ProxyClass::getattribute_at: return location(wt, rr, c.getattribute_at);
+        case F::ProxyClass::setattr_at: return location(wt, rr, c.setattr_at);
+        case F::ProxyClass::module_subclass: return get_bool(wt, rr, c.module_subclass);
+        case F::ProxyClass::defined_in: return get_str_id(wt, rr, c.defined_in);
+        default: return false;
+      }
+    });
+    if (!ok) return false;
+    proc_.proxy_classes.push_back(std::move(c));
+    return true;
+  }
+
+  bool sys_path(Reader r) {
+    model::SysPathSnapshot s;
+    bool ok = for_each_field(r, [&](uint32_t f, WireType wt, Reader& rr) {
+      if (f == F::SysPath::entries)
+        return get_repeated_u32(wt, rr, [&](uint32_t id) { s.entries.push_back(str(id)); });
+      if (f == F::SysPath::time_ns) return get_u64(wt, rr, s.time_ns);
+      return false;
+    });
+    if (!ok) return false;
+    proc_.sys_paths.push_back(std::move(s));
+    return true;
+  }
+
+  bool note(Reader r) {
+    model::Note n;
+    bool ok = for_each_field(r, [&](uint32_t f, WireType wt, Reader& rr) {
+      if (f == F::Note::text) return get_string(wt, rr, n.text);
+      if (f == F::Note::time_ns) return get_u64(wt, rr, n.time_ns);
+      return false;
+    });
+    if (!ok) return false;
+    proc_.notes.push_back(std::move(n));
+    return true;
+  }
+
+  model::Process& proc_;
+  std::unordered_map<uint32_t, std::string> strings_;
+  size_t undefined_uses_ = 0;
+};
+
+// Sorts imports into start order and links each to its parent's position.
+void finish_imports(model::Process& p) {
+  std::stable_sort(p.imports.begin(), p.imports.end(),
+                   [](const model::Import& a, const model::Import& b) { return a.index < b.index; });
+  std::unordered_map<uint64_t, int64_t> pos_of_index;
+  pos_of_index.reserve(p.imports.size());
+  for (size_t i = 0; i < p.imports.size(); ++i)
+    pos_of_index.emplace(p.imports[i].index, static_cast<int64_t>(i));
+  for (auto& im : p.imports) {
+    im.parent_pos = -1;
+    if (!im.parent_index) continue;
+    auto it = pos_of_index.find(im.parent_index - 1);
+    // A parent must have started earlier; anything else is corrupt nesting, not a cycle.
+    if (it != pos_of_index.end() && p.imports[it->second].index < im.index)
+      im.parent_pos = it->second;
+  }
+}
+
+std::string plural(size_t n, const char* word) {
+  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+}
+
+// The framing loop shared by files and memory.
+bool parse_stream(ByteSource& src, model::Process& out, std::string& why) {
+  Decoder dec(out);
+  size_t records = 0, malformed = 0;
+  std::vector<uint8_t> buf;
+  bool stop_warned = false;
+  auto stop = [&](const std::string& what) {
+    out.warnings.push_back(what + "; read the first " + plural(records, "whole record"));
+    stop_warned = true;
+  };
+
+  for (;;) {
+    uint64_t tag = 0;
+    VarintResult vr = read_varint(src, tag);
+    if (vr == VarintResult::End) break;
+    if (vr != VarintResult::Ok) {
+      if (!dec.header_seen) { why = "not an imptrace trace (no header record)"; return false; }
+      out.truncated = vr == VarintResult::Truncated;
+      stop(out.truncated ? "truncated mid-record" : "corrupt data after the last whole record");
+      break;
+    }
+    uint32_t field = static_cast<uint32_t>(tag >> 3);
+    uint32_t wt = static_cast<uint32_t>(tag & 7);
+    bool is_record = field == F::Trace::record && wt == wire::LEN;
+    if (!dec.header_seen && !is_record) {
+      why = "not an imptrace trace (first record is not a header)";
+      return false;
+    }
+    if (wt != wire::LEN) {
+      // An unknown top-level scalar: skip it (a newer writer may add some).
+      uint64_t ignored;
+      bool skipped = false;
+      if (wt == wire::VARINT) skipped = read_varint(src, ignored) == VarintResult::Ok;
+      else if (wt == wire::I64 || wt == wire::I32) {
+        uint8_t tmp[8];
+        skipped = src.read(tmp, wt == wire::I64 ? 8 : 4);
+      }
+      if (!skipped) { stop("corrupt data after the last whole record"); break; }
+      continue;
+    }
+    uint64_t len = 0;
+    vr = read_varint(src, len);
+    if (vr != VarintResult::Ok || len > src.remaining()) {
+      if (!dec.header_seen) {
+        why = vr == VarintResult::Malformed || len > kMaxRecordBytes
+                  ? "not an imptrace trace (no header record)"
+                  : "truncated inside the header record";
+        return false;
+      }
+      out.truncated = true;
+      stop("truncated mid-record");
+      break;
+    }
+    if (len > kMaxRecordBytes) {
+      if (!dec.header_seen) { why = "not an imptrace trace (no header record)"; return false; }
+      stop("record of " + std::to_string(len) + " bytes exceeds the 64 MiB limit (corrupt?)");
+      break;
+    }
+    buf.resize(static_cast<size_t>(len));
+    if (!src.read(buf.data(), buf.size())) {
+      if (!dec.header_seen) { why = "truncated inside the header record"; return false; }
+      out.truncated = true;
+      stop("truncated mid-record");
+      break;
+    }
+    if (!is_record) continue;  // unknown top-level LEN field
+
+    uint32_t kind = 0;
+    bool ok = dec.record(Reader(buf.data(), buf.size()), kind);
+    if (!dec.header_seen) {
+      why = ok ? "not an imptrace trace (first record is not a header)"
+               : "not an imptrace trace (first record is malformed)";
+      return false;
+    }
+    if (records == 0) {
+      if (kind != F::Record::header) {
+        why = "not an imptrace trace (first record is not a header)";
+        return false;
+      }
+      if (out.schema_major > F::kSchemaMajor) {
+        why = "trace schema " + std::to_string(out.schema_major) + "." +
+              std::to_string(out.schema_minor) + " is newer than this imptrace reads (" +
+              std::to_string(F::kSchemaMajor) + ".x); use a newer imptrace";
+        return false;
+      }
+    }
+    if (!ok) ++malformed;
+    ++records;
+  }
+  (void)stop_warned;
+
+  if (!dec.header_seen) {
+    why = records == 0 && src.remaining() == 0 ? "empty file" : "not an imptrace trace";
+    return false;
+  }
+  if (malformed)
+    out.warnings.push_back("skipped " + plural(malformed, "malformed record") +
+                           " (parts of them may be missing)");
+  if (dec.undefined_string_uses())
+    out.warnings.push_back(plural(dec.undefined_string_uses(), "reference") +
+                           " to undefined strings (shown as empty)");
+  finish_imports(out);
+  return true;
+}
+
+bool ends_with(const std::string& s, const char* suffix) {
+  size_t n = strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+}  // namespace
+
+bool parse_trace(const uint8_t* data, size_t size, model::Process& out, std::string& why) {
+  if (size == 0) { why = "empty file"; return false; }
+  MemorySource src(data, size);
+  return parse_stream(src, out, why);
+}
+
+bool read_trace_file(const std::string& path, model::Process& out, std::string& why) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) { why = strerror(errno); return false; }
+  if (S_ISDIR(st.st_mode)) { why = "is a directory"; return false; }
+  if (!S_ISREG(st.st_mode)) { why = "not a regular file"; return false; }
+  FILE* f = fopen(path.c_str(), "rb");
+  if (!f) { why = strerror(errno); return false; }
+  std::unique_ptr<FILE, int (*)(FILE*)> closer(f, fclose);
+  if (st.st_size == 0) { why = "empty file"; return false; }
+  out.source_file = path;
+  FileSource src(f, static_cast<uint64_t>(st.st_size));
+  return parse_stream(src, out, why);
+}
+
+bool load_traces(const std::vector<std::string>& paths, std::vector<model::Process>& out,
+                 std::string& error, std::vector<std::string>& warnings) {
+  auto load_one = [&](const std::string& file, bool in_directory) {
+    model::Process p;
+    std::string why;
+    if (!read_trace_file(file, p, why)) {
+      if (in_directory && why == "empty file") {
+        warnings.push_back(file + ": empty file, skipped");
+        return true;
+      }
+      error = file + ": " + why;
+      return false;
+    }
+    for (const auto& w : p.warnings) warnings.push_back(file + ": warning: " + w);
+    out.push_back(std::move(p));
+    return true;
+  };
+
+  for (const auto& path : paths) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) { error = path + ": " + strerror(errno); return false; }
+    if (!S_ISDIR(st.st_mode)) {
+      if (!load_one(path, false)) return false;
+      continue;
+    }
+    DIR* d = opendir(path.c_str());
+    if (!d) { error = path + ": " + strerror(errno); return false; }
+    std::vector<std::string> files;
+    while (struct dirent* e = readdir(d)) {
+      std::string name = e->d_name;
+      if (!ends_with(name, ".pb")) continue;
+      std::string full = path + (ends_with(path, "/") ? "" : "/") + name;
+      struct stat fst;
+      if (stat(full.c_str(), &fst) == 0 && S_ISREG(fst.st_mode)) files.push_back(full);
+    }
+    closedir(d);
+    std::sort(files.begin(), files.end());
+    if (files.empty()) { error = path + ": no trace files (*.pb) in this directory"; return false; }
+    for (const auto& f : files)
+      if (!load_one(f, true)) return false;
+  }
+  return true;
+}
+
+}  // namespace reader
+}  // namespace imptrace

@@ -1,0 +1,41 @@
+// Reads imptrace trace files (proto/imptrace.proto) into the model (model.h).
+//
+// The reader is the only code that sees the wire format. It is built for hostile input:
+// every length is checked against what is left of the file, a record may not exceed
+// kMaxRecordBytes, nothing recurses on data, unknown fields are skipped, and a file cut
+// short is read up to its last whole record (with a warning in Process::warnings).
+// It never throws for bad input; failures come back as one line of text.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model.h"
+
+namespace imptrace {
+namespace reader {
+
+// Largest single record we accept. Real records are a few KiB; anything near this is a
+// corrupt length prefix, and refusing it keeps memory bounded.
+constexpr uint64_t kMaxRecordBytes = 64ull << 20;
+
+// Parses a trace held in memory. On failure returns false and sets `why` (no file name,
+// e.g. "not an imptrace trace (first record is not a header)").
+bool parse_trace(const uint8_t* data, size_t size, model::Process& out, std::string& why);
+
+// Streams one trace file record by record. On failure returns false and sets `why`.
+bool read_trace_file(const std::string& path, model::Process& out, std::string& why);
+
+// Expands PATH arguments: a file is read as one process; a directory contributes every
+// regular file in it whose name ends in ".pb" (sorted by name; empty files there are
+// skipped with a warning, a process killed before writing its header leaves one).
+// On the first failure returns false with `error` = "<file>: <why>".
+// Warnings (truncation etc.) are left in each Process::warnings and also appended to
+// `warnings` as "<file>: <warning>" lines, for the caller to print to stderr.
+bool load_traces(const std::vector<std::string>& paths, std::vector<model::Process>& out,
+                 std::string& error, std::vector<std::string>& warnings);
+
+}  // namespace reader
+}  // namespace imptrace
