@@ -1,0 +1,72 @@
+// Argument parsing and input loading shared by the commands.
+#include <iostream>
+
+#include "commands.h"
+#include "trace_reader.h"
+
+namespace imptrace {
+
+bool ParsedArgs::has(const std::string& name) const {
+  for (const auto& o : options)
+    if (o.first == name) return true;
+  return false;
+}
+
+std::string ParsedArgs::get(const std::string& name, const std::string& fallback) const {
+  std::string v = fallback;
+  for (const auto& o : options)
+    if (o.first == name) v = o.second;  // the last one wins, as in most tools
+  return v;
+}
+
+ParsedArgs parse_args(const std::vector<std::string>& args,
+                      const std::vector<std::string>& value_options,
+                      const std::vector<std::string>& flag_options) {
+  auto known = [](const std::vector<std::string>& list, const std::string& n) {
+    for (const auto& x : list)
+      if (x == n) return true;
+    return false;
+  };
+  ParsedArgs out;
+  bool options_done = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (options_done || a.size() < 2 || a[0] != '-') {
+      out.positional.push_back(a);
+      continue;
+    }
+    if (a == "--") { options_done = true; continue; }
+    std::string name = a, value;
+    bool inline_value = false;
+    size_t eq = a.find('=');
+    if (a.compare(0, 2, "--") == 0 && eq != std::string::npos) {
+      name = a.substr(0, eq);
+      value = a.substr(eq + 1);
+      inline_value = true;
+    }
+    if (known(value_options, name)) {
+      if (!inline_value) {
+        if (i + 1 >= args.size()) throw UsageError("option " + name + " needs a value");
+        value = args[++i];
+      }
+      out.options.emplace_back(name, value);
+    } else if (known(flag_options, name) && !inline_value) {
+      out.options.emplace_back(name, "");
+    } else {
+      throw UsageError("unknown option " + a);
+    }
+  }
+  return out;
+}
+
+std::vector<model::Process> load_or_throw(const std::vector<std::string>& paths) {
+  std::vector<model::Process> procs;
+  std::string error;
+  std::vector<std::string> warnings;
+  bool ok = reader::load_traces(paths, procs, error, warnings);
+  for (const auto& w : warnings) std::cerr << "imptrace: " << w << "\n";
+  if (!ok) throw InputError(error);
+  return procs;
+}
+
+}  // namespace imptrace

@@ -1,0 +1,323 @@
+// `imptrace export PATH... --format json|chrome`: every recorded event, machine-readable.
+// json is the contract's imptrace.export/1 document (plus extra keys); chrome is the
+// Trace Event format that Perfetto and chrome://tracing open.
+#include <algorithm>
+#include <iostream>
+
+#include "commands.h"
+
+namespace imptrace {
+namespace {
+
+using model::Process;
+
+// Index+1 of an import (as the wire has it) -> its position in `imports`, or null.
+void write_import_ref(JsonWriter& w, const Process& p, uint64_t index_plus_one) {
+  int64_t pos = index_plus_one ? p.import_position(index_plus_one - 1) : -1;
+  if (pos < 0) w.null();
+  else w.value(pos);
+}
+
+struct Relativizer {
+  std::vector<std::string> roots;
+  explicit Relativizer(const Process& p) : roots(p.sys_path_roots()) {}
+  model::Location operator()(const model::Location& loc) const {
+    model::Location out = loc;
+    out.file = model::relativize_path(loc.file, roots);
+    return out;
+  }
+};
+
+void write_stack(JsonWriter& w, const Relativizer& rel, const std::vector<model::Location>& s) {
+  w.begin_array();
+  for (const auto& loc : s) write_location_json(w, rel(loc));
+  w.end_array();
+}
+
+const char* op_name(model::ChangeOp op) {
+  switch (op) {
+    case model::ChangeOp::Set: return "set";
+    case model::ChangeOp::Delete: return "delete";
+    case model::ChangeOp::Clear: return "clear";
+  }
+  return "set";
+}
+
+void write_process(JsonWriter& w, const Process& p) {
+  Relativizer rel(p);
+  w.begin_object();
+  w.field("pid", p.pid);
+  w.field("ppid", p.ppid);
+  w.string_array("argv", p.argv);
+  w.field("executable", p.executable);
+  w.field("python", p.python_version);
+  w.field("python_build", p.python_build);
+  w.field("platform", p.platform);
+  w.field("machine", p.machine);
+  w.field("cwd", p.cwd);
+  w.field("start_time_unix_ns", p.start_time_unix_ns);
+  w.key("forked_from_pid");
+  if (p.forked_from_pid) w.value(p.forked_from_pid); else w.null();
+  w.field("tracer_version", p.tracer_version);
+  w.field("trace_schema", std::to_string(p.schema_major) + "." + std::to_string(p.schema_minor));
+  w.field("trace_file", p.source_file);
+  w.field("truncated", p.truncated);
+  w.key("env");
+  w.begin_object();
+  for (const auto& kv : p.env) w.field(kv.first, kv.second);
+  w.end_object();
+  w.string_array("sys_path", p.sys_paths.empty() ? std::vector<std::string>{} : p.sys_paths.back().entries);
+
+  w.key("imports");
+  w.begin_array();
+  for (const auto& im : p.imports) {
+    w.begin_object();
+    w.field("name", im.name);
+    w.field("begin_ns", im.begin_ns);
+    w.field("end_ns", im.end_ns);
+    w.field("thread", im.thread);
+    w.key("parent_import");
+    if (im.parent_pos < 0) w.null(); else w.value(im.parent_pos);
+    w.field("ok", im.ok);
+    w.field_or_null("error", im.error_text());
+    w.key("object");
+    write_object_json(w, im.object);
+    w.field_or_null("origin", im.origin);
+    w.field_or_null("loader", im.loader);
+    w.key("importer");
+    write_location_json(w, rel(im.importer));
+    w.field("index", im.index);
+    w.field("spec_name", im.spec_name);
+    w.field_or_null("file", im.file);
+    w.string_array("search_locations", im.search_locations);
+    w.field_or_null("test", im.test);
+    w.field("interpreter", im.interpreter);
+    w.end_object();
+  }
+  w.end_array();
+
+  w.key("modules_changes");
+  w.begin_array();
+  for (const auto& c : p.modules_changes) {
+    w.begin_object();
+    w.field("key", c.key);
+    w.field("op", op_name(c.op));
+    w.key("old");
+    write_object_json(w, c.old_object);
+    w.key("new");
+    write_object_json(w, c.new_object);
+    w.field("by_import_system", c.by_import_system);
+    w.key("stack");
+    write_stack(w, rel, c.stack);
+    w.field("time_ns", c.time_ns);
+    w.field("thread", c.thread);
+    w.field_or_null("test", c.test);
+    w.field("precision", c.precision == model::Precision::Exact ? "exact" : "at_boundary");
+    w.key("during_import");
+    write_import_ref(w, p, c.during_import);
+    w.end_object();
+  }
+  w.end_array();
+
+  w.key("bindings");
+  w.begin_array();
+  for (const auto& b : p.bindings) {
+    w.begin_object();
+    w.field("name", b.attribute);
+    w.field("parent", b.parent);
+    w.field("module", b.child_module());
+    w.field("status", model::binding_status_name(b.status));
+    w.key("bound_on");
+    write_object_json(w, b.bound_on);
+    w.key("child");
+    write_object_json(w, b.child);
+    w.key("attribute_value");
+    write_object_json(w, b.attribute_value);
+    w.key("import");
+    write_import_ref(w, p, b.import_index + 1);
+    w.field("time_ns", b.time_ns);
+    w.field_or_null("test", b.test);
+    w.end_object();
+  }
+  w.end_array();
+
+  w.key("proxy_accesses");
+  w.begin_array();
+  for (const auto& a : p.proxy_accesses) {
+    w.begin_object();
+    w.key("proxy");
+    write_object_json(w, a.proxy);
+    w.field("attribute", a.attribute);
+    w.field("kind", model::proxy_access_kind_name(a.kind));
+    w.field("outcome", a.outcome());
+    w.key("result");
+    write_object_json(w, a.result);
+    w.key("forwarded_to");
+    write_object_json(w, a.forwarded_to);
+    w.key("where");
+    write_location_json(w, a.stack.empty() ? model::Location{} : rel(a.stack[0]));
+    w.key("stack");
+    write_stack(w, rel, a.stack);
+    w.field("time_ns", a.time_ns);
+    w.field("thread", a.thread);
+    w.field_or_null("test", a.test);
+    w.key("during_import");
+    write_import_ref(w, p, a.during_import);
+    w.field("from_import_system", a.from_import_system);
+    w.end_object();
+  }
+  w.end_array();
+
+  w.key("proxy_classes");
+  w.begin_array();
+  for (const auto& c : p.proxy_classes) {
+    w.begin_object();
+    w.field("type", c.type);
+    w.field("defined_in", c.defined_in);
+    w.field("module_subclass", c.module_subclass);
+    w.key("getattr_at");
+    write_location_json(w, rel(c.getattr_at));
+    w.key("getattribute_at");
+    write_location_json(w, rel(c.getattribute_at));
+    w.key("setattr_at");
+    write_location_json(w, rel(c.setattr_at));
+    w.end_object();
+  }
+  w.end_array();
+
+  w.key("notes");
+  w.begin_array();
+  for (const auto& n : p.notes) {
+    w.begin_object();
+    w.field("text", n.text);
+    w.field("time_ns", n.time_ns);
+    w.end_object();
+  }
+  w.end_array();
+  w.string_array("warnings", p.warnings);
+  w.end_object();
+}
+
+}  // namespace
+
+void export_json(const std::vector<model::Process>& procs, std::ostream& out) {
+  JsonWriter w(out, true);
+  w.begin_object();
+  w.field("schema", "imptrace.export/1");
+  w.key("processes");
+  w.begin_array();
+  for (const auto& p : procs) write_process(w, p);
+  w.end_array();
+  w.end_object();
+  w.finish();
+}
+
+void export_chrome(const std::vector<model::Process>& procs, std::ostream& out) {
+  // All processes share CLOCK_MONOTONIC, so one timeline shows a whole run; it starts at
+  // the earliest process start so timestamps stay small.
+  uint64_t base = UINT64_MAX;
+  for (const auto& p : procs) base = std::min(base, p.start_monotonic_ns);
+  if (procs.empty()) base = 0;
+  JsonWriter w(out, false);
+  w.begin_object();
+  w.key("traceEvents");
+  w.begin_array();
+  for (const auto& p : procs) {
+    Relativizer rel(p);
+    uint64_t offset = p.start_monotonic_ns - base;
+    auto us = [&](uint64_t rel_ns) { return static_cast<double>(offset + rel_ns) / 1000.0; };
+    w.begin_object();
+    w.field("ph", "M");
+    w.field("name", "process_name");
+    w.field("pid", p.pid);
+    w.key("args");
+    w.begin_object();
+    w.field("name", join_argv(p.argv) + " (pid " + std::to_string(p.pid) + ")");
+    w.end_object();
+    w.end_object();
+
+    for (const auto& im : p.imports) {
+      w.begin_object();
+      w.field("ph", "X");
+      w.field("cat", im.ok ? "import" : "import,failed");
+      w.field("name", im.ok ? im.name : im.name + " (failed)");
+      w.field("ts", us(im.begin_ns));
+      w.field("dur", static_cast<double>(im.duration_ns()) / 1000.0);
+      w.field("pid", p.pid);
+      w.field("tid", im.thread);
+      w.key("args");
+      w.begin_object();
+      w.field("module", im.name);
+      w.field("ok", im.ok);
+      if (!im.ok) w.field("error", im.error_text());
+      if (!im.origin.empty()) w.field("origin", im.origin);
+      if (!im.loader.empty()) w.field("loader", im.loader);
+      if (!im.importer.empty()) w.field("importer", format_location(rel(im.importer)));
+      if (im.object.present) w.field("object", describe_object(im.object));
+      if (!im.test.empty()) w.field("test", im.test);
+      w.end_object();
+      w.end_object();
+    }
+    for (const auto& c : p.modules_changes) {
+      std::string what = c.op == model::ChangeOp::Clear ? "sys.modules.clear()"
+                         : c.op == model::ChangeOp::Delete ? "del sys.modules['" + c.key + "']"
+                                                           : "sys.modules['" + c.key + "'] = " +
+                                                                 describe_object(c.new_object);
+      w.begin_object();
+      w.field("ph", "i");
+      w.field("s", "t");
+      w.field("cat", c.by_import_system ? "sys.modules,import" : "sys.modules,assignment");
+      w.field("name", what);
+      w.field("ts", us(c.time_ns));
+      w.field("pid", p.pid);
+      w.field("tid", c.thread);
+      w.key("args");
+      w.begin_object();
+      w.field("key", c.key);
+      if (c.old_object.present) w.field("old", describe_object(c.old_object));
+      if (c.new_object.present) w.field("new", describe_object(c.new_object));
+      if (!c.stack.empty()) w.field("where", format_location(rel(c.stack[0])));
+      if (!c.test.empty()) w.field("test", c.test);
+      w.end_object();
+      w.end_object();
+    }
+    for (const auto& a : p.proxy_accesses) {
+      w.begin_object();
+      w.field("ph", "i");
+      w.field("s", "t");
+      w.field("cat", a.ok ? "proxy" : "proxy,failed");
+      w.field("name", std::string(model::proxy_access_kind_name(a.kind)) + " ." + a.attribute +
+                          (a.ok ? "" : " failed"));
+      w.field("ts", us(a.time_ns));
+      w.field("pid", p.pid);
+      w.field("tid", a.thread);
+      w.key("args");
+      w.begin_object();
+      w.field("proxy", describe_object(a.proxy));
+      w.field("outcome", a.outcome());
+      if (a.forwarded_to.present) w.field("forwarded_to", describe_object(a.forwarded_to));
+      if (!a.stack.empty()) w.field("where", format_location(rel(a.stack[0])));
+      if (!a.test.empty()) w.field("test", a.test);
+      w.end_object();
+      w.end_object();
+    }
+  }
+  w.end_array();
+  w.field("displayTimeUnit", "ms");
+  w.end_object();
+  w.finish();
+}
+
+int run_export(const std::vector<std::string>& args) {
+  ParsedArgs a = parse_args(args, {"--format"});
+  if (a.positional.empty()) throw UsageError("export needs at least one PATH");
+  std::string format = a.get("--format", "json");
+  if (format != "json" && format != "chrome")
+    throw UsageError("unknown export format '" + format + "' (json or chrome)");
+  auto procs = load_or_throw(a.positional);
+  if (format == "json") export_json(procs, std::cout);
+  else export_chrome(procs, std::cout);
+  return 0;
+}
+
+}  // namespace imptrace

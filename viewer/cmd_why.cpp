@@ -1,0 +1,334 @@
+// `imptrace why PATH... MODULE`: everything that ever sat under sys.modules[MODULE], how
+// it got there and what replaced it; where its children were bound; every attribute
+// access through a proxy that stood in for it.
+#include <algorithm>
+#include <iostream>
+#include <set>
+
+#include "commands.h"
+
+namespace imptrace {
+namespace {
+
+using model::Process;
+
+// One thing that happened to the key, from either record type, in time order.
+struct KeyEvent {
+  uint64_t time_ns;
+  int order;  // tie-break: a change seen at time t precedes an import returning at t
+  const model::ModulesChange* change;
+  const model::Import* import;
+};
+
+model::Location first_frame(const std::vector<model::Location>& stack,
+                            const std::vector<std::string>& roots) {
+  if (stack.empty()) return {};
+  model::Location loc = stack[0];
+  loc.file = model::relativize_path(loc.file, roots);
+  return loc;
+}
+
+void build_process(const Process& p, const std::string& module, WhyReport& r) {
+  const auto roots = p.sys_path_roots();
+  std::vector<KeyEvent> events;
+  for (size_t i = 0; i < p.modules_changes.size(); ++i) {
+    const auto& c = p.modules_changes[i];
+    if (c.key == module || c.op == model::ChangeOp::Clear)
+      events.push_back({c.time_ns, 0, &c, nullptr});
+  }
+  for (const auto& im : p.imports) {
+    if (im.name != module) continue;
+    WhyImport wi;
+    wi.process = p.pid;
+    wi.import = im;
+    wi.importer = im.importer;
+    wi.importer.file = model::relativize_path(im.importer.file, roots);
+    r.imports.push_back(std::move(wi));
+    if (im.ok && im.object.present) events.push_back({im.end_ns, 1, nullptr, &im});
+  }
+  std::stable_sort(events.begin(), events.end(), [](const KeyEvent& a, const KeyEvent& b) {
+    return a.time_ns != b.time_ns ? a.time_ns < b.time_ns : a.order < b.order;
+  });
+
+  const size_t first_entry = r.entries.size();
+  int64_t current = -1;  // entry now under the key, or -1
+  auto push = [&](const model::ObjectRef& obj, bool via_import, const model::Location& set_by,
+                  uint64_t t, const std::string& test) {
+    if (current >= 0) {
+      r.entries[current].replaced_by = obj;
+      r.entries[current].replaced_at = set_by;
+    }
+    WhyEntry e;
+    e.process = p.pid;
+    e.object = obj;
+    e.origin = obj.file;
+    e.via_import = via_import;
+    e.set_by = set_by;
+    e.time_ns = t;
+    e.test = test;
+    r.entries.push_back(std::move(e));
+    current = static_cast<int64_t>(r.entries.size() - 1);
+  };
+  // A change whose `old` we never saw arrive (it got there before tracing started, or the
+  // record was lost): the old object still sat under the key, so it gets an entry.
+  auto ensure_old = [&](const model::ModulesChange& c) {
+    if (!c.old_object.present) return;
+    if (current >= 0 && r.entries[current].object.id == c.old_object.id) return;
+    push(c.old_object, c.old_object.is_plain_module(), {}, c.time_ns, "");
+  };
+
+  for (const auto& ev : events) {
+    if (ev.change) {
+      const auto& c = *ev.change;
+      model::Location where = first_frame(c.stack, roots);
+      if (c.op == model::ChangeOp::Set && c.new_object.present) {
+        ensure_old(c);
+        if (current >= 0 && r.entries[current].object.id == c.new_object.id) continue;
+        push(c.new_object, c.by_import_system, where, c.time_ns, c.test);
+        r.entries[current].precise = c.precision == model::Precision::Exact;
+      } else if (c.op != model::ChangeOp::Set) {
+        if (c.op == model::ChangeOp::Delete) ensure_old(c);
+        if (current >= 0) {
+          r.entries[current].removed = true;
+          r.entries[current].removed_at = where;
+          current = -1;
+        }
+      }
+    } else {
+      const auto& im = *ev.import;
+      model::Location importer = im.importer;
+      importer.file = model::relativize_path(im.importer.file, roots);
+      if (current < 0 || r.entries[current].object.id != im.object.id)
+        push(im.object, true, importer, im.end_ns, im.test);
+      WhyEntry& e = r.entries[current];
+      if (e.via_import || e.origin.empty()) {
+        if (e.origin.empty()) e.origin = im.origin;
+        if (e.loader.empty()) e.loader = im.loader;
+      }
+      if (e.set_by.empty()) e.set_by = importer;
+    }
+  }
+
+  std::set<uint64_t> stood_in;  // every object that sat under the key in this process
+  for (size_t i = first_entry; i < r.entries.size(); ++i) stood_in.insert(r.entries[i].object.id);
+
+  for (const auto& b : p.bindings)
+    if (b.parent == module) r.children.push_back({p.pid, b});
+
+  for (const auto& a : p.proxy_accesses) {
+    bool on_entry = a.proxy.present && stood_in.count(a.proxy.id);
+    bool forwarded_here = a.forwarded_to.present && a.forwarded_to.name == module;
+    if (!on_entry && !forwarded_here) continue;
+    WhyProxyAccess w;
+    w.process = p.pid;
+    w.access = a;
+    w.where = first_frame(a.stack, roots);
+    r.proxy_accesses.push_back(std::move(w));
+  }
+}
+
+std::string forwarded_name(const model::ObjectRef& o) {
+  if (!o.present) return "";
+  return o.name.empty() ? model::object_token(o) : o.name;
+}
+
+std::string optional_token(const model::ObjectRef& o) { return model::object_token(o); }
+
+}  // namespace
+
+WhyReport build_why(const std::vector<model::Process>& procs, const std::string& module) {
+  WhyReport r;
+  r.module = module;
+  for (const auto& p : procs) build_process(p, module, r);
+  return r;
+}
+
+void why_json(const WhyReport& r, std::ostream& out) {
+  JsonWriter w(out, true);
+  w.begin_object();
+  w.field("schema", "imptrace.why/1");
+  w.field("module", r.module);
+
+  w.key("entries");
+  w.begin_array();
+  for (const auto& e : r.entries) {
+    w.begin_object();
+    w.field("object", model::object_token(e.object));
+    w.field("type", e.object.type);
+    w.field("is_module", e.object.is_plain_module());
+    w.field_or_null("origin", e.origin);
+    w.field("via", e.via_import ? "import" : "assignment");
+    w.key("set_by");
+    write_location_json(w, e.set_by);
+    w.field_or_null("replaced_by", optional_token(e.replaced_by));
+    w.field("process", e.process);
+    w.field("is_proxy", e.object.is_proxy());
+    w.field_or_null("name", e.object.name);
+    w.key("replaced_at");
+    write_location_json(w, e.replaced_by.present ? e.replaced_at : model::Location{});
+    w.field("removed", e.removed);
+    w.key("removed_at");
+    write_location_json(w, e.removed_at);
+    w.field_or_null("loader", e.loader);
+    w.field("time_ns", e.time_ns);
+    w.field_or_null("test", e.test);
+    w.field("precision", e.precise ? "exact" : "at_boundary");
+    w.end_object();
+  }
+  w.end_array();
+
+  w.key("children");
+  w.begin_array();
+  for (const auto& c : r.children) {
+    const auto& b = c.binding;
+    w.begin_object();
+    w.field("name", b.attribute);
+    w.field("module", b.child_module());
+    w.field_or_null("bound_on", model::object_token(b.bound_on));
+    w.field("status", model::binding_status_name(b.status));
+    w.field("process", c.process);
+    w.field("bound_on_type", b.bound_on.type);
+    w.field_or_null("child", model::object_token(b.child));
+    w.field_or_null("attribute_value", model::object_token(b.attribute_value));
+    w.field("time_ns", b.time_ns);
+    w.field_or_null("test", b.test);
+    w.end_object();
+  }
+  w.end_array();
+
+  w.key("proxy_accesses");
+  w.begin_array();
+  for (const auto& pa : r.proxy_accesses) {
+    const auto& a = pa.access;
+    w.begin_object();
+    w.field("object", model::object_token(a.proxy));
+    w.field("attribute", a.attribute);
+    w.field("outcome", a.outcome());
+    w.field_or_null("forwarded_to", forwarded_name(a.forwarded_to));
+    w.key("where");
+    write_location_json(w, pa.where);
+    w.field_or_null("test", a.test);
+    w.field("process", pa.process);
+    w.field("kind", model::proxy_access_kind_name(a.kind));
+    w.field("type", a.proxy.type);
+    w.field_or_null("result", model::object_token(a.result));
+    w.field("time_ns", a.time_ns);
+    w.field("from_import_system", a.from_import_system);
+    w.end_object();
+  }
+  w.end_array();
+
+  w.key("imports");
+  w.begin_array();
+  for (const auto& wi : r.imports) {
+    w.begin_object();
+    w.field("process", wi.process);
+    w.field("ok", wi.import.ok);
+    w.field_or_null("error", wi.import.error_text());
+    w.key("object");
+    write_object_json(w, wi.import.object);
+    w.field_or_null("origin", wi.import.origin);
+    w.key("importer");
+    write_location_json(w, wi.importer);
+    w.field("begin_ns", wi.import.begin_ns);
+    w.field("end_ns", wi.import.end_ns);
+    w.field_or_null("test", wi.import.test);
+    w.end_object();
+  }
+  w.end_array();
+  w.end_object();
+  w.finish();
+}
+
+void why_text(const WhyReport& r, std::ostream& out) {
+  const std::string key = "sys.modules['" + r.module + "']";
+  if (r.entries.empty() && r.children.empty() && r.proxy_accesses.empty() && r.imports.empty()) {
+    out << "Nothing recorded about " << key << ": no import, no change, no binding, no "
+        << "proxy access.\n";
+    return;
+  }
+  out << key << ": " << r.entries.size() << " object" << (r.entries.size() == 1 ? "" : "s")
+      << " sat under this name, oldest first.\n";
+  int64_t last_pid = -1;
+  size_t n = 0;
+  for (const auto& e : r.entries) {
+    if (e.process != last_pid) {
+      out << "\nprocess " << e.process << ":\n";
+      last_pid = e.process;
+      n = 0;
+    }
+    out << "  " << ++n << ". " << describe_object(e.object) << "\n";
+    if (!e.origin.empty()) out << "     from " << e.origin << "\n";
+    out << "     put there by " << (e.via_import ? "the import system" : "an assignment");
+    if (!e.set_by.empty()) out << " at " << format_location(e.set_by);
+    if (!e.precise) out << " (seen at the next import boundary)";
+    out << "\n";
+    if (!e.test.empty()) out << "     during test " << e.test << "\n";
+    if (e.replaced_by.present) {
+      out << "     replaced by " << describe_object(e.replaced_by);
+      if (!e.replaced_at.empty()) out << " at " << format_location(e.replaced_at);
+      out << "\n";
+    } else if (e.removed) {
+      out << "     removed from sys.modules";
+      if (!e.removed_at.empty()) out << " at " << format_location(e.removed_at);
+      out << "\n";
+    } else {
+      out << "     still there when the trace ends\n";
+    }
+  }
+
+  bool any_failed = false;
+  for (const auto& wi : r.imports) any_failed |= !wi.import.ok;
+  if (any_failed) {
+    out << "\nFailed imports of " << r.module << ":\n";
+    for (const auto& wi : r.imports) {
+      if (wi.import.ok) continue;
+      out << "  process " << wi.process << ": " << wi.import.error_text();
+      if (!wi.importer.empty()) out << "\n     imported at " << format_location(wi.importer);
+      out << "\n";
+    }
+  }
+
+  if (!r.children.empty()) {
+    out << "\nChildren bound on " << r.module << ":\n";
+    for (const auto& c : r.children) {
+      const auto& b = c.binding;
+      out << "  " << b.attribute << " (" << b.child_module() << ") bound on "
+          << describe_object(b.bound_on) << ": " << model::binding_status_name(b.status);
+      if (b.status == model::BindingStatus::Mismatch && b.attribute_value.present)
+        out << " (attribute holds " << describe_object(b.attribute_value) << ")";
+      out << "  [process " << c.process << "]\n";
+    }
+  }
+
+  if (!r.proxy_accesses.empty()) {
+    out << "\nAttribute accesses through proxies for " << r.module << ":\n";
+    for (const auto& pa : r.proxy_accesses) {
+      const auto& a = pa.access;
+      out << "  " << (a.kind == model::ProxyAccessKind::Setattr ? "set ." : ".") << a.attribute
+          << " on " << describe_object(a.proxy);
+      if (!pa.where.empty()) out << "\n     at " << format_location(pa.where);
+      if (!a.test.empty()) out << "\n     during test " << a.test;
+      out << "\n     -> " << a.outcome();
+      if (a.forwarded_to.present) out << " (forwarded to " << forwarded_name(a.forwarded_to) << ")";
+      out << "\n";
+    }
+  }
+}
+
+int run_why(const std::vector<std::string>& args) {
+  ParsedArgs a = parse_args(args, {"--format"});
+  if (a.positional.size() < 2) throw UsageError("why needs PATH... MODULE");
+  std::string format = a.get("--format", "text");
+  if (format != "text" && format != "json")
+    throw UsageError("unknown why format '" + format + "' (text or json)");
+  std::string module = a.positional.back();
+  a.positional.pop_back();
+  auto procs = load_or_throw(a.positional);
+  WhyReport r = build_why(procs, module);
+  if (format == "json") why_json(r, std::cout);
+  else why_text(r, std::cout);
+  return 0;
+}
+
+}  // namespace imptrace

@@ -1,0 +1,111 @@
+// The commands of the `imptrace` executable. Each has a `run_*` entry point taking the
+// arguments after the command name (main.cpp dispatches), and pure rendering functions
+// over the model that the unit tests call directly.
+//
+// Errors: run_* throw UsageError (bad arguments: main prints the usage line) or
+// InputError (unreadable input); main turns both into one stderr line and exit status 2.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "json_writer.h"
+#include "model.h"
+
+namespace imptrace {
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+struct InputError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Command-line parsing shared by the commands: options are `--name VALUE` or
+// `--name=VALUE` from `value_options`, or bare `--name` from `flag_options`; "--" ends
+// options; anything else starting with '-' is a UsageError.
+struct ParsedArgs {
+  std::vector<std::string> positional;
+  std::vector<std::pair<std::string, std::string>> options;  // name (with dashes), value
+  bool has(const std::string& name) const;
+  std::string get(const std::string& name, const std::string& fallback) const;
+};
+ParsedArgs parse_args(const std::vector<std::string>& args,
+                      const std::vector<std::string>& value_options,
+                      const std::vector<std::string>& flag_options = {});
+
+// Reads PATH arguments (files or directories) into processes; prints reader warnings to
+// stderr as "imptrace: <file>: warning: ..."; throws InputError on failure.
+std::vector<model::Process> load_or_throw(const std::vector<std::string>& paths);
+
+// ---- show -------------------------------------------------------------------------------
+int run_show(const std::vector<std::string>& args);
+void show_text(const std::vector<model::Process>& procs, std::ostream& out);
+
+// ---- tree -------------------------------------------------------------------------------
+int run_tree(const std::vector<std::string>& args);
+void tree_text(const std::vector<model::Process>& procs, std::ostream& out);
+
+// ---- export -----------------------------------------------------------------------------
+int run_export(const std::vector<std::string>& args);
+// The contract's `imptrace.export/1` document.
+void export_json(const std::vector<model::Process>& procs, std::ostream& out);
+// Trace Event JSON (Perfetto, chrome://tracing).
+void export_chrome(const std::vector<model::Process>& procs, std::ostream& out);
+
+// ---- why --------------------------------------------------------------------------------
+int run_why(const std::vector<std::string>& args);
+
+// One module name's story, across all processes (the contract's `imptrace.why/1`).
+struct WhyEntry {  // one object that sat under sys.modules[M]
+  int64_t process = 0;
+  model::ObjectRef object;
+  std::string origin;                 // import origin or the object's __file__
+  bool via_import = false;            // "import" vs "assignment"
+  model::Location set_by;             // relativized
+  model::ObjectRef replaced_by;       // absent: not replaced (still there, or removed)
+  model::Location replaced_at;        // where the replacement happened (relativized)
+  bool removed = false;               // a DELETE/CLEAR ended its time under M
+  model::Location removed_at;
+  uint64_t time_ns = 0;               // when it got there
+  std::string test;
+  std::string loader;
+  bool precise = true;                // false when seen only at an import boundary
+};
+struct WhyChild {
+  int64_t process = 0;
+  model::Binding binding;             // with locations untouched
+};
+struct WhyProxyAccess {
+  int64_t process = 0;
+  model::ProxyAccess access;
+  model::Location where;              // stack[0], relativized
+};
+struct WhyImport {                    // each import of M (failed ones included)
+  int64_t process = 0;
+  model::Import import;
+  model::Location importer;           // relativized
+};
+struct WhyReport {
+  std::string module;
+  std::vector<WhyEntry> entries;
+  std::vector<WhyChild> children;
+  std::vector<WhyProxyAccess> proxy_accesses;
+  std::vector<WhyImport> imports;
+};
+WhyReport build_why(const std::vector<model::Process>& procs, const std::string& module);
+void why_json(const WhyReport& report, std::ostream& out);
+void why_text(const WhyReport& report, std::ostream& out);
+
+// ---- shared rendering helpers (text_format.cpp) ----------------------------------------
+std::string format_ms(uint64_t ns);                    // "12.345"
+std::string format_location(const model::Location& loc);  // "file:line in function"
+std::string describe_object(const model::ObjectRef& o);   // "module 'a' (obj:..)"
+std::string join_argv(const std::vector<std::string>& argv);
+void write_location_json(JsonWriter& w, const model::Location& loc);  // object or null
+void write_object_json(JsonWriter& w, const model::ObjectRef& o);     // {id,type,is_module} or null
+
+}  // namespace imptrace

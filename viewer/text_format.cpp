@@ -1,0 +1,71 @@
+// Rendering helpers shared by the commands, so a location or an object reads the same
+// everywhere.
+#include <cstdio>
+
+#include "commands.h"
+
+namespace imptrace {
+
+std::string format_ms(uint64_t ns) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.3f", static_cast<double>(ns) / 1e6);
+  return buf;
+}
+
+std::string format_location(const model::Location& loc) {
+  if (loc.empty()) return "<unknown location>";
+  std::string s = loc.file.empty() ? "<unknown file>" : loc.file;
+  if (loc.line) s += ":" + std::to_string(loc.line);
+  if (!loc.function.empty()) s += " in " + loc.function;
+  return s;
+}
+
+std::string describe_object(const model::ObjectRef& o) {
+  if (!o.present) return "nothing";
+  std::string s;
+  if (o.is_plain_module()) s = "module";
+  else s = o.type.empty() ? "object" : o.type;
+  if (!o.name.empty()) s += " '" + o.name + "'";
+  if (o.is_proxy()) s += " [proxy]";
+  s += " (" + model::object_token(o) + ")";
+  return s;
+}
+
+std::string join_argv(const std::vector<std::string>& argv) {
+  std::string s;
+  for (const auto& a : argv) {
+    if (!s.empty()) s += ' ';
+    bool plain = !a.empty() && a.find_first_of(" \t\n'\"\\$`") == std::string::npos;
+    if (plain) { s += a; continue; }
+    s += '\'';
+    for (char c : a) {
+      if (c == '\'') s += "'\\''";
+      else if (static_cast<unsigned char>(c) < 0x20) s += '?';
+      else s += c;
+    }
+    s += '\'';
+  }
+  return s;
+}
+
+void write_location_json(JsonWriter& w, const model::Location& loc) {
+  if (loc.empty()) { w.null(); return; }
+  w.begin_object();
+  w.field("file", loc.file);
+  w.field("line", loc.line);
+  w.field("function", loc.function);
+  w.end_object();
+}
+
+void write_object_json(JsonWriter& w, const model::ObjectRef& o) {
+  if (!o.present) { w.null(); return; }
+  w.begin_object();
+  w.field("id", model::object_token(o));
+  w.field("type", o.type);
+  w.field("is_module", o.is_plain_module());
+  w.field("is_proxy", o.is_proxy());
+  w.field_or_null("name", o.name);
+  w.end_object();
+}
+
+}  // namespace imptrace
