@@ -1,0 +1,133 @@
+#include "cpython_api.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+namespace imptrace {
+
+CPythonApi py;
+
+namespace {
+
+template <typename T>
+bool need(T& slot, const char* name) {
+  slot = reinterpret_cast<T>(dlsym(RTLD_DEFAULT, name));
+  return slot != nullptr;
+}
+template <typename T>
+void want(T& slot, const char* name) {
+  slot = reinterpret_cast<T>(dlsym(RTLD_DEFAULT, name));
+}
+
+// "3.11.7 (main, ...)" -> 11. Anything but 3.8-3.13 is refused: the facts this tracer
+// relies on (audit hooks from 3.8, _find_and_load by attribute lookup up to 3.13) are
+// checked only there.
+int parse_minor(const char* v) {
+  if (!v || v[0] != '3' || v[1] != '.') return -1;
+  return atoi(v + 2);
+}
+
+}  // namespace
+
+bool resolve_cpython_api() {
+  bool ok = true;
+  ok &= need(py.Py_IsInitialized, "Py_IsInitialized");
+  ok &= need(py.Py_GetVersion, "Py_GetVersion");
+  if (!ok) return false;  // not a CPython process: the common case, stay silent
+  py.minor = parse_minor(py.Py_GetVersion());
+  if (py.minor < 8 || py.minor > 13) return false;
+
+  ok &= need(py.PySys_AddAuditHook, "PySys_AddAuditHook");
+  ok &= need(py.PyMem_GetAllocator, "PyMem_GetAllocator");
+  ok &= need(py.PyMem_SetAllocator, "PyMem_SetAllocator");
+  ok &= need(py.Py_IncRef, "Py_IncRef");
+  ok &= need(py.Py_DecRef, "Py_DecRef");
+  ok &= need(py.PyObject_Type, "PyObject_Type");
+  ok &= need(py.PyObject_GetAttr, "PyObject_GetAttr");
+  ok &= need(py.PyObject_GetAttrString, "PyObject_GetAttrString");
+  ok &= need(py.PyObject_SetAttrString, "PyObject_SetAttrString");
+  ok &= need(py.PyObject_GenericGetDict, "PyObject_GenericGetDict");
+  ok &= need(py.PyObject_Str, "PyObject_Str");
+  ok &= need(py.PyObject_CallFunctionObjArgs, "PyObject_CallFunctionObjArgs");
+  ok &= need(py.PyObject_Call, "PyObject_Call");
+  ok &= need(py.PyType_IsSubtype, "PyType_IsSubtype");
+  ok &= need(py.PyType_GetFlags, "PyType_GetFlags");
+  ok &= need(py.PyModule_Type, "PyModule_Type");
+  ok &= need(py.PyType_Type, "PyType_Type");
+  PyObject** attr_exc = nullptr;
+  ok &= need(attr_exc, "PyExc_AttributeError");
+  ok &= need(py.PyModule_GetDict, "PyModule_GetDict");
+  ok &= need(py.PyErr_Occurred, "PyErr_Occurred");
+  ok &= need(py.PyErr_Fetch, "PyErr_Fetch");
+  ok &= need(py.PyErr_Restore, "PyErr_Restore");
+  ok &= need(py.PyErr_NormalizeException, "PyErr_NormalizeException");
+  ok &= need(py.PyErr_Clear, "PyErr_Clear");
+  ok &= need(py.PyErr_GivenExceptionMatches, "PyErr_GivenExceptionMatches");
+  ok &= need(py.PyCFunction_NewEx, "PyCFunction_NewEx");
+  ok &= need(py.PyInstanceMethod_New, "PyInstanceMethod_New");
+  ok &= need(py.PyTuple_New, "PyTuple_New");
+  ok &= need(py.PyTuple_GetItem, "PyTuple_GetItem");
+  ok &= need(py.PyTuple_SetItem, "PyTuple_SetItem");
+  ok &= need(py.PyTuple_Size, "PyTuple_Size");
+  ok &= need(py.PyWeakref_NewRef, "PyWeakref_NewRef");
+  ok &= need(py.PyUnicode_AsUTF8AndSize, "PyUnicode_AsUTF8AndSize");
+  ok &= need(py.PyUnicode_FromString, "PyUnicode_FromString");
+  ok &= need(py.PyUnicode_InternFromString, "PyUnicode_InternFromString");
+  ok &= need(py.PyLong_AsLong, "PyLong_AsLong");
+  ok &= need(py.PyDict_GetItem, "PyDict_GetItem");
+  ok &= need(py.PyDict_GetItemString, "PyDict_GetItemString");
+  ok &= need(py.PyDict_SetItemString, "PyDict_SetItemString");
+  ok &= need(py.PyDict_Next, "PyDict_Next");
+  ok &= need(py.PyDict_Size, "PyDict_Size");
+  ok &= need(py.PyList_Size, "PyList_Size");
+  ok &= need(py.PyList_GetItem, "PyList_GetItem");
+  ok &= need(py.PySys_GetObject, "PySys_GetObject");
+  ok &= need(py.PyImport_GetModuleDict, "PyImport_GetModuleDict");
+  ok &= need(py.PyEval_GetFrame, "PyEval_GetFrame");
+  ok &= need(py.PyFrame_GetLineNumber, "PyFrame_GetLineNumber");
+  ok &= need(py.PyInterpreterState_GetID, "PyInterpreterState_GetID");
+  ok &= need(py.PyInterpreterState_Main, "PyInterpreterState_Main");
+  if (!need(py.PyInterpreterState_Get, "PyInterpreterState_Get"))  // 3.9+
+    ok &= need(py.PyInterpreterState_Get, "_PyInterpreterState_Get");  // 3.8
+  if (!ok) return false;
+  if (attr_exc) py.PyExc_AttributeError = *attr_exc;
+  ok &= need(py.None, "_Py_NoneStruct");
+  if (!ok) return false;
+
+  want(py.PyFrame_GetBack, "PyFrame_GetBack");
+  want(py.PyFrame_GetCode, "PyFrame_GetCode");
+  if (py.minor >= 12) {
+    want(py.PyDict_AddWatcher, "PyDict_AddWatcher");
+    want(py.PyDict_Watch, "PyDict_Watch");
+  }
+
+  // Shared vs static: is the API defined in the executable itself or in a libpython?
+  Dl_info info;
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) exe[n] = 0; else exe[0] = 0;
+  if (dladdr(reinterpret_cast<void*>(py.Py_IsInitialized), &info) && info.dli_fname)
+    py.shared = strstr(info.dli_fname, "libpython") != nullptr;
+  // Debug builds (Py_DEBUG) and only they export the reference-count debugging hook.
+  py.debug = dlsym(RTLD_DEFAULT, "_Py_NegativeRefcount") != nullptr;
+  return true;
+}
+
+PyObject* frame_back(PyObject* frame) {
+  if (py.PyFrame_GetBack) return py.PyFrame_GetBack(frame);
+  PyObject* b = py.PyObject_GetAttrString(frame, "f_back");
+  if (!b) { py.PyErr_Clear(); return nullptr; }
+  if (b == py.None) { py.Py_DecRef(b); return nullptr; }  // outermost frame
+  return b;
+}
+
+PyObject* frame_code(PyObject* frame) {
+  if (py.PyFrame_GetCode) return py.PyFrame_GetCode(frame);
+  PyObject* c = py.PyObject_GetAttrString(frame, "f_code");
+  if (!c) py.PyErr_Clear();
+  return c;
+}
+
+}  // namespace imptrace

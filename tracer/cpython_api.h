@@ -1,0 +1,157 @@
+// The CPython C API as the tracer sees it: resolved at run time from the host process,
+// never linked, so one libimptrace.so serves CPython 3.8-3.13, static and shared, release
+// and debug builds. This file and cpython_api.cpp are the only places that know anything
+// version-specific about CPython; everything else calls through `py`.
+//
+// Rules that keep one binary valid everywhere:
+//  - only exported functions, never macros that read struct fields (Py_TYPE, Py_INCREF,
+//    PyFrameObject members): field offsets differ between versions and debug builds;
+//  - functions that appeared later (PyFrame_GetBack 3.9, dict watchers 3.12) are optional
+//    and have a fallback or a documented loss of precision.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+namespace imptrace {
+
+struct PyObject;  // opaque: we never look inside
+typedef ssize_t Py_ssize_t;
+
+typedef PyObject* (*PyCFunctionFast)(PyObject* self, PyObject* const* args, Py_ssize_t nargs);
+
+// Layout of PyMethodDef and PyMemAllocatorEx is part of the stable ABI.
+struct PyMethodDef {
+  const char* ml_name;
+  void* ml_meth;
+  int ml_flags;
+  const char* ml_doc;
+};
+constexpr int METH_VARARGS = 0x0001;
+constexpr int METH_FASTCALL = 0x0080;
+
+struct PyMemAllocatorEx {
+  void* ctx;
+  void* (*malloc)(void* ctx, size_t size);
+  void* (*calloc)(void* ctx, size_t nelem, size_t elsize);
+  void* (*realloc)(void* ctx, void* ptr, size_t new_size);
+  void (*free)(void* ctx, void* ptr);
+};
+constexpr int PYMEM_DOMAIN_RAW = 0;
+
+typedef int (*Py_AuditHookFunction)(const char* event, PyObject* args, void* user);
+
+// PyDict_WatchEvent values (3.12+).
+enum DictWatchEvent {
+  DICT_ADDED = 0, DICT_MODIFIED, DICT_DELETED, DICT_CLONED, DICT_CLEARED, DICT_DEALLOCATED
+};
+typedef int (*DictWatchCallback)(int event, PyObject* dict, PyObject* key, PyObject* new_value);
+
+struct CPythonApi {
+  int minor = 0;  // 3.<minor>, from Py_GetVersion
+  bool shared = false;
+  bool debug = false;
+
+  // Needed before Py_Initialize.
+  int (*Py_IsInitialized)();
+  const char* (*Py_GetVersion)();
+  int (*PySys_AddAuditHook)(Py_AuditHookFunction, void*);
+  void (*PyMem_GetAllocator)(int, PyMemAllocatorEx*);
+  void (*PyMem_SetAllocator)(int, PyMemAllocatorEx*);
+
+  // Objects and errors.
+  void (*Py_IncRef)(PyObject*);
+  void (*Py_DecRef)(PyObject*);
+  PyObject* (*PyObject_Type)(PyObject*);
+  PyObject* (*PyObject_GetAttr)(PyObject*, PyObject*);
+  PyObject* (*PyObject_GetAttrString)(PyObject*, const char*);
+  int (*PyObject_SetAttrString)(PyObject*, const char*, PyObject*);
+  PyObject* (*PyObject_GenericGetDict)(PyObject*, void*);
+  PyObject* (*PyObject_Str)(PyObject*);
+  PyObject* (*PyObject_CallFunctionObjArgs)(PyObject*, ...);
+  PyObject* (*PyObject_Call)(PyObject*, PyObject*, PyObject*);
+  int (*PyType_IsSubtype)(PyObject*, PyObject*);
+  unsigned long (*PyType_GetFlags)(PyObject*);
+  PyObject* PyModule_Type;
+  PyObject* PyType_Type;
+  PyObject* None;  // &_Py_NoneStruct
+  PyObject* PyExc_AttributeError;
+  PyObject* (*PyModule_GetDict)(PyObject*);
+  PyObject* (*PyErr_Occurred)();
+  void (*PyErr_Fetch)(PyObject**, PyObject**, PyObject**);
+  void (*PyErr_Restore)(PyObject*, PyObject*, PyObject*);
+  void (*PyErr_NormalizeException)(PyObject**, PyObject**, PyObject**);
+  void (*PyErr_Clear)();
+  int (*PyErr_GivenExceptionMatches)(PyObject*, PyObject*);
+  PyObject* (*PyCFunction_NewEx)(PyMethodDef*, PyObject*, PyObject*);
+  PyObject* (*PyInstanceMethod_New)(PyObject*);
+  PyObject* (*PyTuple_New)(Py_ssize_t);
+  PyObject* (*PyTuple_GetItem)(PyObject*, Py_ssize_t);
+  int (*PyTuple_SetItem)(PyObject*, Py_ssize_t, PyObject*);
+  Py_ssize_t (*PyTuple_Size)(PyObject*);
+  PyObject* (*PyWeakref_NewRef)(PyObject*, PyObject*);
+
+  // Strings, numbers, containers.
+  const char* (*PyUnicode_AsUTF8AndSize)(PyObject*, Py_ssize_t*);
+  PyObject* (*PyUnicode_FromString)(const char*);
+  PyObject* (*PyUnicode_InternFromString)(const char*);
+  long (*PyLong_AsLong)(PyObject*);
+  PyObject* (*PyDict_GetItem)(PyObject*, PyObject*);          // borrowed, no error
+  PyObject* (*PyDict_GetItemString)(PyObject*, const char*);  // borrowed, no error
+  int (*PyDict_SetItemString)(PyObject*, const char*, PyObject*);
+  int (*PyDict_Next)(PyObject*, Py_ssize_t*, PyObject**, PyObject**);
+  Py_ssize_t (*PyDict_Size)(PyObject*);
+  Py_ssize_t (*PyList_Size)(PyObject*);
+  PyObject* (*PyList_GetItem)(PyObject*, Py_ssize_t);
+  PyObject* (*PySys_GetObject)(const char*);
+  PyObject* (*PyImport_GetModuleDict)();
+
+  // Frames. 3.9+ has accessors; 3.8 reads the same facts through frame attributes.
+  PyObject* (*PyEval_GetFrame)();
+  PyObject* (*PyFrame_GetBack)(PyObject*);  // 3.9+, new reference
+  PyObject* (*PyFrame_GetCode)(PyObject*);  // 3.9+, new reference
+  int (*PyFrame_GetLineNumber)(PyObject*);
+
+  // Interpreters. 3.8 spells PyInterpreterState_Get with a leading underscore.
+  void* (*PyInterpreterState_Get)();
+  int64_t (*PyInterpreterState_GetID)(void*);
+  void* (*PyInterpreterState_Main)();
+
+  // Dict watchers (3.12+): exact attribution of sys.modules writes.
+  int (*PyDict_AddWatcher)(DictWatchCallback);
+  int (*PyDict_Watch)(int, PyObject*);
+
+  bool has_dict_watchers() const { return PyDict_AddWatcher && PyDict_Watch; }
+};
+
+extern CPythonApi py;
+
+// Looks the API up in the running process. False: this is not a CPython 3.8+ process (or a
+// part we need is missing) and the tracer must stay inert.
+bool resolve_cpython_api();
+
+// Type flag bits (stable since 3.0).
+constexpr unsigned long TPFLAGS_LONG_SUBCLASS = 1UL << 24;
+constexpr unsigned long TPFLAGS_LIST_SUBCLASS = 1UL << 25;
+constexpr unsigned long TPFLAGS_UNICODE_SUBCLASS = 1UL << 28;
+constexpr unsigned long TPFLAGS_DICT_SUBCLASS = 1UL << 29;
+constexpr unsigned long TPFLAGS_BASE_EXC_SUBCLASS = 1UL << 30;
+
+// Holds a new reference and drops it at scope end.
+struct Ref {
+  PyObject* o;
+  explicit Ref(PyObject* p = nullptr) : o(p) {}
+  Ref(const Ref&) = delete;
+  Ref& operator=(const Ref&) = delete;
+  ~Ref() { if (o) py.Py_DecRef(o); }
+  PyObject* get() const { return o; }
+  explicit operator bool() const { return o != nullptr; }
+  void reset(PyObject* p) { if (o) py.Py_DecRef(o); o = p; }
+};
+
+// Frame walking, one spelling for all versions. Returns new references.
+PyObject* frame_back(PyObject* frame);
+PyObject* frame_code(PyObject* frame);
+
+}  // namespace imptrace

@@ -1,0 +1,340 @@
+#include "trace_writer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cpython_api.h"
+#include "records.h"
+
+extern char** environ;
+
+namespace imptrace {
+namespace {
+
+using namespace fields;
+
+pthread_mutex_t g_mutex = PTHREAD_MUTEX_INITIALIZER;
+// Never destroyed: a C extension calling exit() runs static destructors while the
+// interpreter may still call our hooks, so the buffer must outlive them (a deliberate
+// leak at exit).
+union PendingHolder {
+  wire::ByteBuf b;
+  PendingHolder() : b() {}
+  ~PendingHolder() {}
+};
+PendingHolder g_pending_holder;
+wire::ByteBuf& g_pending = g_pending_holder.b;
+int g_fd = -1;
+bool g_broken = false;       // output failed: stop trying in this process
+uint32_t g_generation = 0;   // 0 in the original process, +1 per fork
+int64_t g_forked_from = 0;
+char g_cwd[PATH_MAX];        // working directory at process start, for relative patterns
+char g_pattern[PATH_MAX];    // IMPTRACE_OUTPUT or the default
+uint64_t g_start_mono = 0;
+int64_t g_start_unix_ns = 0;
+
+uint64_t mono_ns() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// ---- string interning: open addressing over an arena; ids are dense from 1. -------------
+struct Slot { uint64_t hash; uint32_t off, len, id; };
+Slot* g_slots = nullptr;
+size_t g_slot_cap = 0, g_slot_used = 0;
+char* g_arena = nullptr;
+size_t g_arena_len = 0, g_arena_cap = 0;
+uint32_t g_next_id = 1;
+
+uint64_t fnv1a(const char* s, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) { h ^= static_cast<uint8_t>(s[i]); h *= 1099511628211ull; }
+  return h | 1;  // 0 marks an empty slot
+}
+
+bool grow_slots() {
+  size_t cap = g_slot_cap ? g_slot_cap * 2 : 4096;
+  Slot* s = static_cast<Slot*>(calloc(cap, sizeof(Slot)));
+  if (!s) return false;
+  for (size_t i = 0; i < g_slot_cap; ++i) {
+    if (!g_slots[i].hash) continue;
+    size_t j = g_slots[i].hash & (cap - 1);
+    while (s[j].hash) j = (j + 1) & (cap - 1);
+    s[j] = g_slots[i];
+  }
+  free(g_slots);
+  g_slots = s;
+  g_slot_cap = cap;
+  return true;
+}
+
+void reset_interning() {
+  // In a fork child the table is cleared, not freed and rebuilt from nothing: the new file
+  // must define every string again, and ids stay dense.
+  if (g_slots) memset(g_slots, 0, g_slot_cap * sizeof(Slot));
+  g_slot_used = 0;
+  g_arena_len = 0;
+  g_next_id = 1;
+}
+
+// ---- output naming -------------------------------------------------------------------
+const char* program_name() {
+  static char name[PATH_MAX];
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return "unknown";
+  exe[n] = 0;
+  const char* base = strrchr(exe, '/');
+  snprintf(name, sizeof name, "%s", base ? base + 1 : exe);
+  return name;
+}
+
+// Expands %p %n %t (and %% ) of the pattern into out.
+void expand(const char* pat, char* out, size_t cap) {
+  size_t o = 0;
+  for (const char* p = pat; *p && o + 1 < cap; ++p) {
+    char tmp[64];
+    const char* ins = nullptr;
+    if (*p == '%' && p[1]) {
+      ++p;
+      if (*p == 'p') { snprintf(tmp, sizeof tmp, "%d", static_cast<int>(getpid())); ins = tmp; }
+      else if (*p == 't') { snprintf(tmp, sizeof tmp, "%lld", static_cast<long long>(g_start_unix_ns / 1000000000)); ins = tmp; }
+      else if (*p == 'n') ins = program_name();
+      else if (*p == '%') ins = "%";
+      else { tmp[0] = '%'; tmp[1] = *p; tmp[2] = 0; ins = tmp; }
+      size_t l = strlen(ins);
+      if (o + l >= cap) break;
+      memcpy(out + o, ins, l);
+      o += l;
+    } else {
+      out[o++] = *p;
+    }
+  }
+  out[o] = 0;
+}
+
+void warn(const char* what, const char* path, int err) {
+  char line[PATH_MAX + 256];
+  int n = snprintf(line, sizeof line, "imptrace: %s %s: %s; this process is not traced\n", what,
+                   path, strerror(err));
+  if (n > 0) { ssize_t r = write(2, line, static_cast<size_t>(n) < sizeof line ? n : sizeof line - 1); (void)r; }
+}
+
+// Creates the file: mode 0600, never following a symlink, never replacing an existing file
+// (pid reuse, a hostile shared /tmp): on a clash, a numbered sibling is tried instead.
+bool open_output() {
+  char path[PATH_MAX];
+  char full[PATH_MAX];
+  expand(g_pattern, path, sizeof path);
+  if (path[0] != '/') {
+    snprintf(full, sizeof full, "%s/%s", g_cwd, path);
+  } else {
+    snprintf(full, sizeof full, "%s", path);
+  }
+  size_t len = strlen(full);
+  struct stat st;
+  bool is_dir = (len && full[len - 1] == '/') || (stat(full, &st) == 0 && S_ISDIR(st.st_mode));
+  if (is_dir) {
+    char pat[PATH_MAX];
+    snprintf(pat, sizeof pat, "%s%simptrace.%%n.%%p.pb", full, full[len - 1] == '/' ? "" : "/");
+    expand(pat, full, sizeof full);
+  }
+  char attempt[PATH_MAX + 16];
+  for (int i = 0; i < 1000; ++i) {
+    if (i == 0) snprintf(attempt, sizeof attempt, "%s", full);
+    else snprintf(attempt, sizeof attempt, "%s.%d", full, i);
+    int fd = open(attempt, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_APPEND, 0600);
+    if (fd >= 0) { g_fd = fd; return true; }
+    if (errno != EEXIST) { warn("cannot create trace file", attempt, errno); return false; }
+  }
+  warn("cannot create trace file", full, EEXIST);
+  return false;
+}
+
+bool write_all(const uint8_t* p, size_t n) {
+  while (n) {
+    ssize_t w = write(g_fd, p, n);
+    if (w < 0) { if (errno == EINTR) continue; return false; }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+bool env_allowed(const char* kv) {
+  static const char* const allow[] = {"PYTHONPATH=", "LD_PRELOAD=", "VIRTUAL_ENV=",
+                                      "PYTEST_XDIST_WORKER=", "IMPTRACE_"};
+  for (const char* a : allow)
+    if (strncmp(kv, a, strlen(a)) == 0) return true;
+  return false;
+}
+
+void put_header(wire::ByteBuf& b) {
+  auto m = wire::begin_message(b, Trace::record);
+  auto h = wire::begin_message(b, Record::header);
+  wire::put_uint(b, Header::schema_major, kSchemaMajor);
+  wire::put_uint(b, Header::schema_minor, kSchemaMinor);
+  wire::put_string(b, Header::tracer_version, IMPTRACE_VERSION);
+  wire::put_uint(b, Header::pid, static_cast<uint64_t>(getpid()));
+  wire::put_uint(b, Header::ppid, static_cast<uint64_t>(getppid()));
+  // argv as the kernel has it: Python's own sys.argv does not exist yet at the first import.
+  int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    static char cmd[65536];
+    ssize_t n = read(fd, cmd, sizeof cmd - 1);
+    close(fd);
+    for (ssize_t i = 0; i < n;) {
+      size_t l = strnlen(cmd + i, static_cast<size_t>(n - i));
+      wire::put_bytes(b, Header::argv, cmd + i, l);
+      i += static_cast<ssize_t>(l) + 1;
+    }
+  }
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) { exe[n] = 0; wire::put_string(b, Header::executable, exe); }
+  wire::put_string(b, Header::python_version, py.Py_GetVersion());
+  char build[32];
+  snprintf(build, sizeof build, "%s%s", py.shared ? "shared" : "static", py.debug ? "+debug" : "");
+  wire::put_string(b, Header::python_build, build);
+  struct utsname u;
+  if (uname(&u) == 0) {
+    char plat[160];
+    snprintf(plat, sizeof plat, "%s %s", u.sysname, u.release);
+    wire::put_string(b, Header::platform, plat);
+    wire::put_string(b, Header::machine, u.machine);
+  }
+  wire::put_string(b, Header::cwd, g_cwd);
+  wire::put_sint64_as_int64(b, Header::start_time_unix_ns, g_start_unix_ns);
+  for (char** e = environ; e && *e; ++e) {
+    if (!env_allowed(*e)) continue;
+    const char* eq = strchr(*e, '=');
+    if (!eq) continue;
+    auto ev = wire::begin_message(b, Header::env);
+    wire::put_bytes(b, EnvVar::name, *e, static_cast<size_t>(eq - *e));
+    wire::put_string(b, EnvVar::value, eq + 1);
+    wire::end_message(b, ev);
+  }
+  wire::put_sint64_as_int64(b, Header::forked_from_pid, g_forked_from);
+  wire::put_uint(b, Header::start_monotonic_ns, g_start_mono);
+  wire::end_message(b, h);
+  wire::end_message(b, m);
+}
+
+void atfork_prepare() { pthread_mutex_lock(&g_mutex); }
+void atfork_parent() { pthread_mutex_unlock(&g_mutex); }
+void atfork_child() {
+  // The child must never write into the parent's file: close our copy of the descriptor
+  // and start a new file, with a header of its own, at its first record.
+  pthread_mutex_init(&g_mutex, nullptr);
+  if (g_fd >= 0) close(g_fd);
+  g_fd = -1;
+  g_pending.clear();
+  reset_interning();
+  g_forked_from = getppid();
+  ++g_generation;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  g_start_unix_ns = static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+}  // namespace
+
+void TraceWriter::init() {
+  if (!getcwd(g_cwd, sizeof g_cwd)) snprintf(g_cwd, sizeof g_cwd, ".");
+  const char* out = getenv("IMPTRACE_OUTPUT");
+  snprintf(g_pattern, sizeof g_pattern, "%s", out && *out ? out : "imptrace.%n.%p.pb");
+  g_start_mono = mono_ns();
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  g_start_unix_ns = static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+void TraceWriter::lock() { pthread_mutex_lock(&g_mutex); }
+void TraceWriter::unlock() { pthread_mutex_unlock(&g_mutex); }
+bool TraceWriter::usable() { return !g_broken; }
+uint32_t TraceWriter::generation() { return g_generation; }
+void TraceWriter::after_fork_in_child() { atfork_child(); }
+wire::ByteBuf& TraceWriter::buf() { return g_pending; }
+
+uint64_t TraceWriter::now_ns() { return mono_ns() - g_start_mono; }
+
+uint32_t TraceWriter::intern(const char* s) { return s ? intern(s, strlen(s)) : 0; }
+
+uint32_t TraceWriter::intern(const char* s, size_t n) {
+  if (!s || !n) return 0;
+  if (g_slot_used * 2 >= g_slot_cap && !grow_slots()) return 0;
+  uint64_t h = fnv1a(s, n);
+  size_t j = h & (g_slot_cap - 1);
+  while (g_slots[j].hash) {
+    const Slot& sl = g_slots[j];
+    if (sl.hash == h && sl.len == n && memcmp(g_arena + sl.off, s, n) == 0) return sl.id;
+    j = (j + 1) & (g_slot_cap - 1);
+  }
+  if (g_arena_len + n > g_arena_cap) {
+    size_t cap = g_arena_cap ? g_arena_cap * 2 : 65536;
+    while (cap < g_arena_len + n) cap *= 2;
+    char* a = static_cast<char*>(realloc(g_arena, cap));
+    if (!a) return 0;
+    g_arena = a;
+    g_arena_cap = cap;
+  }
+  memcpy(g_arena + g_arena_len, s, n);
+  Slot sl{h, static_cast<uint32_t>(g_arena_len), static_cast<uint32_t>(n), g_next_id++};
+  g_arena_len += n;
+  g_slots[j] = sl;
+  ++g_slot_used;
+  wire::ByteBuf& b = g_pending;
+  auto m = wire::begin_message(b, Trace::record);
+  auto d = wire::begin_message(b, Record::string_def);
+  wire::put_uint(b, StringDef::id, sl.id);
+  wire::put_bytes(b, StringDef::value, s, n);
+  wire::end_message(b, d);
+  wire::end_message(b, m);
+  return sl.id;
+}
+
+TraceWriter::RecordMark TraceWriter::begin_record(uint32_t kind) {
+  RecordMark m;
+  m.outer = wire::begin_message(g_pending, Trace::record);
+  m.inner = wire::begin_message(g_pending, kind);
+  return m;
+}
+
+void TraceWriter::end_record(RecordMark m) {
+  wire::end_message(g_pending, m.inner);
+  wire::end_message(g_pending, m.outer);
+}
+
+void TraceWriter::flush() {
+  if (g_broken) { g_pending.clear(); return; }
+  if (!g_pending.n) return;
+  if (g_pending.failed) {  // out of memory while encoding: drop, never a torn record
+    g_pending.clear();
+    return;
+  }
+  if (g_fd < 0) {
+    if (!open_output()) { g_broken = true; g_pending.clear(); return; }
+    wire::ByteBuf h;
+    put_header(h);
+    if (h.failed || !write_all(h.p, h.n)) { g_broken = true; g_pending.clear(); return; }
+  }
+  if (!write_all(g_pending.p, g_pending.n)) {
+    // Disk full or the file went away: one line, then the program runs on untraced.
+    warn("cannot write trace file", "", errno);
+    g_broken = true;
+  }
+  g_pending.clear();
+}
+
+}  // namespace imptrace

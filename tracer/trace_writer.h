@@ -1,0 +1,57 @@
+// The trace file of this process: lazy creation (no file until the first record, so a
+// Python process that never imports leaves nothing), whole-record writes (a SIGKILL or
+// os._exit leaves a file readable up to the last record), string interning, and a fresh
+// file in a fork child. Everything here is called with the GIL held, but sub-interpreters
+// with their own GIL (3.12+) and fork make a real lock necessary.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wire.h"
+
+namespace imptrace {
+
+struct TraceWriter {
+  // Called once from the library constructor: captures what must be read before the
+  // program can change it (working directory, start time, output pattern).
+  static void init();
+
+  // Brackets every use of the functions below.
+  static void lock();
+  static void unlock();
+
+  // Id of a string in this file, defining it (a StringDef record) on first use. 0 for an
+  // empty or null string.
+  static uint32_t intern(const char* s, size_t n);
+  static uint32_t intern(const char* s);
+
+  // The pending records; start one with begin_record, finish it with end_record.
+  static wire::ByteBuf& buf();
+  struct RecordMark { wire::Mark outer, inner; };
+  static RecordMark begin_record(uint32_t record_kind);
+  static void end_record(RecordMark m);
+
+  // Writes pending records to the file (creating it, header first, if needed).
+  static void flush();
+
+  // Monotonic nanoseconds since this process's trace started.
+  static uint64_t now_ns();
+
+  // False once output failed for good (unwritable directory, disk full): callers skip work.
+  static bool usable();
+
+  // Called from the audit hook at the first import, to put sys.path into the header side.
+  static void after_fork_in_child();
+  static uint32_t generation();  // bumps in each fork child
+};
+
+// RAII for TraceWriter::lock/unlock.
+struct WriterLock {
+  WriterLock() { TraceWriter::lock(); }
+  ~WriterLock() { TraceWriter::unlock(); }
+  WriterLock(const WriterLock&) = delete;
+  WriterLock& operator=(const WriterLock&) = delete;
+};
+
+}  // namespace imptrace

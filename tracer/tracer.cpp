@@ -1,0 +1,1039 @@
+// libimptrace.so: what runs inside the traced process.
+//
+// How it gets control without linking libpython or changing the program:
+//  1. The constructor (before main, before Py_Initialize) looks for the CPython API in the
+//     process; if there is none, it returns and the library is inert.
+//  2. It registers an audit hook (allowed before Py_Initialize). The first `import` audit
+//     event fires inside import.c just before it looks up
+//     importlib._bootstrap._find_and_load by attribute; the hook replaces that function in
+//     the module dict with a C callable (no Python frame, so tracebacks are unchanged), so
+//     the very same import, and every later `import`, `__import__`, C PyImport_* and
+//     importlib.import_module call, goes through find_and_load_hook below.
+//  3. sys.modules writes are seen by a dict watcher (3.12+) or found by comparing a
+//     shadow copy at import boundaries (3.8-3.11; see ModulesShadow).
+//  4. Proxy classes found under sys.modules keys, and PEP 562 module __getattr__, get a C
+//     wrapper around their __getattr__/__setattr__ so that their forwarding is recorded.
+//     Nothing else in the program is touched.
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "cpython_api.h"
+#include "records.h"
+#include "trace_writer.h"
+
+namespace imptrace {
+namespace {
+
+using namespace fields;
+using TW = TraceWriter;
+
+bool g_enabled = false;
+bool g_proxies = true;  // IMPTRACE_PROXIES=0 turns proxy instrumentation off
+PyObject* g_sysmodules = nullptr;  // main interpreter's sys.modules (borrowed; lives forever)
+void* g_main_interp = nullptr;
+uint64_t g_next_index = 0;
+
+// ---- per-thread import stack ---------------------------------------------------------
+struct InFlight {
+  uint64_t index;
+  PyObject* name;     // borrowed: the caller's frame keeps the argument alive
+  uint32_t generation;
+  bool noted;         // its sys.modules insertion is already in the shadow
+};
+constexpr int kMaxDepth = 512;
+struct ThreadState {
+  InFlight stack[kMaxDepth];
+  int depth = 0;
+  uint64_t tid = 0;
+  int busy = 0;  // >0 while the tracer itself calls into Python from a hook
+  // The import system's pop-and-reinsert of a module (3.12+ watcher): the pop is held here
+  // and dropped when the same object comes back under the same key.
+  PyObject* pending_pop_key = nullptr;
+  PyObject* pending_pop_value = nullptr;
+};
+thread_local ThreadState t_state;
+
+ThreadState& ts() {
+  ThreadState& t = t_state;
+  if (!t.tid) t.tid = static_cast<uint64_t>(syscall(SYS_gettid));
+  return t;
+}
+
+const InFlight* innermost(ThreadState& t) {
+  if (t.depth <= 0 || t.depth > kMaxDepth) return nullptr;
+  const InFlight* f = &t.stack[t.depth - 1];
+  return f->generation == TW::generation() ? f : nullptr;
+}
+
+// ---- small string helpers -------------------------------------------------------------
+const char* utf8(PyObject* s, Py_ssize_t* n) {
+  if (!s) return nullptr;
+  Ref t(py.PyObject_Type(s));
+  if (!(py.PyType_GetFlags(t.get()) & TPFLAGS_UNICODE_SUBCLASS)) return nullptr;
+  const char* p = py.PyUnicode_AsUTF8AndSize(s, n);
+  if (!p) py.PyErr_Clear();  // lone surrogates: treated as absent rather than raising
+  return p;
+}
+
+uint32_t intern_obj(PyObject* s) {
+  Py_ssize_t n = 0;
+  const char* p = utf8(s, &n);
+  return p ? TW::intern(p, static_cast<size_t>(n)) : 0;
+}
+
+bool same_text(PyObject* a, PyObject* b) {
+  if (a == b) return true;
+  Py_ssize_t na = 0, nb = 0;
+  const char* pa = utf8(a, &na);
+  const char* pb = utf8(b, &nb);
+  return pa && pb && na == nb && memcmp(pa, pb, static_cast<size_t>(na)) == 0;
+}
+
+bool is_importlib_file(const char* f) {
+  return strncmp(f, "<frozen importlib", 17) == 0 || strstr(f, "/importlib/") != nullptr;
+}
+
+uint32_t current_test() {
+  const char* t = getenv("PYTEST_CURRENT_TEST");
+  return t ? TW::intern(t) : 0;
+}
+
+// ---- locations ----------------------------------------------------------------------
+struct Loc { uint32_t file = 0, line = 0, func = 0; bool importlib = false; };
+
+// Walks the Python stack from the current frame. With skip_importlib, importlib's own
+// frames are passed over so the first entry is the code that asked for the import.
+int capture_stack(Loc* out, int max, bool skip_importlib) {
+  int n = 0;
+  PyObject* f = py.PyEval_GetFrame();  // borrowed
+  if (!f) return 0;
+  py.Py_IncRef(f);
+  Ref frame(f);
+  for (int guard = 0; frame && n < max && guard < 256; ++guard) {
+    Ref code(frame_code(frame.get()));
+    if (code) {
+      Ref fn(py.PyObject_GetAttrString(code.get(), "co_filename"));
+      Ref nm(py.PyObject_GetAttrString(code.get(), py.minor >= 11 ? "co_qualname" : "co_name"));
+      if (!fn || !nm) py.PyErr_Clear();
+      Py_ssize_t fl = 0;
+      const char* file = utf8(fn.get(), &fl);
+      bool il = file && is_importlib_file(file);
+      if (!(skip_importlib && il)) {
+        Loc& l = out[n++];
+        l.file = file ? TW::intern(file, static_cast<size_t>(fl)) : 0;
+        l.func = intern_obj(nm.get());
+        int line = py.PyFrame_GetLineNumber(frame.get());
+        l.line = line > 0 ? static_cast<uint32_t>(line) : 0;
+        l.importlib = il;
+      }
+    } else {
+      py.PyErr_Clear();
+    }
+    frame.reset(frame_back(frame.get()));
+  }
+  return n;
+}
+
+void put_loc(wire::ByteBuf& b, uint32_t field, const Loc& l) {
+  if (!l.file && !l.func) return;
+  auto m = wire::begin_message(b, field);
+  wire::put_uint(b, Location::file, l.file);
+  wire::put_uint(b, Location::line, l.line);
+  wire::put_uint(b, Location::function, l.func);
+  wire::end_message(b, m);
+}
+
+// ---- objects ------------------------------------------------------------------------
+struct ObjInfo {
+  uint64_t id = 0;
+  uint32_t type = 0, flags = 0, name = 0, file = 0;
+};
+
+// The instance dict of any object, read without running user code (no __getattr__,
+// no properties): modules through PyModule_GetDict, others through the generic slot.
+PyObject* instance_dict(PyObject* o, bool is_module) {  // new reference or null
+  if (is_module) {
+    PyObject* d = py.PyModule_GetDict(o);
+    if (d) py.Py_IncRef(d);
+    return d;
+  }
+  PyObject* d = py.PyObject_GenericGetDict(o, nullptr);
+  if (!d) { py.PyErr_Clear(); return nullptr; }
+  Ref t(py.PyObject_Type(d));
+  if (!(py.PyType_GetFlags(t.get()) & TPFLAGS_DICT_SUBCLASS)) { py.Py_DecRef(d); return nullptr; }
+  return d;
+}
+
+// "pkg.mod.QualName" for classes, "module" for plain modules.
+uint32_t type_name(PyObject* type) {
+  if (type == py.PyModule_Type) return TW::intern("module");
+  Ref qn(py.PyObject_GetAttrString(type, "__qualname__"));
+  Ref mod(py.PyObject_GetAttrString(type, "__module__"));
+  if (!qn || !mod) py.PyErr_Clear();
+  Py_ssize_t nq = 0, nm = 0;
+  const char* q = utf8(qn.get(), &nq);
+  const char* m = utf8(mod.get(), &nm);
+  if (!q) return TW::intern("?");
+  if (!m || (nm == 8 && memcmp(m, "builtins", 8) == 0)) return TW::intern(q, static_cast<size_t>(nq));
+  char buf[512];
+  int n = snprintf(buf, sizeof buf, "%.*s.%.*s", static_cast<int>(nm), m, static_cast<int>(nq), q);
+  return TW::intern(buf, n > 0 ? static_cast<size_t>(n) < sizeof buf ? n : sizeof buf - 1 : 0);
+}
+
+// A class overrides attribute access when its __getattr__/__getattribute__/__setattr__ is
+// not what types.ModuleType has.
+bool overrides(PyObject* type, const char* attr) {
+  Ref mine(py.PyObject_GetAttrString(type, attr));
+  if (!mine) { py.PyErr_Clear(); return false; }
+  Ref base(py.PyObject_GetAttrString(py.PyModule_Type, attr));
+  if (!base) { py.PyErr_Clear(); return true; }
+  return mine.get() != base.get();
+}
+
+void instrument_proxy_class(PyObject* type);
+
+ObjInfo describe(PyObject* o) {
+  ObjInfo i;
+  if (!o) return i;
+  i.id = reinterpret_cast<uintptr_t>(o);
+  Ref type(py.PyObject_Type(o));
+  bool is_module = false;
+  if (type.get() == py.PyModule_Type) {
+    i.flags = ObjectFlags::plain_module;
+    is_module = true;
+  } else {
+    if (py.PyType_IsSubtype(type.get(), py.PyModule_Type)) {
+      i.flags = ObjectFlags::module_subclass;
+      is_module = true;
+      if (overrides(type.get(), "__getattr__") || overrides(type.get(), "__getattribute__") ||
+          overrides(type.get(), "__setattr__"))
+        i.flags |= ObjectFlags::proxy;
+    } else {
+      i.flags = ObjectFlags::proxy;
+    }
+  }
+  i.type = type_name(type.get());
+  Ref d(instance_dict(o, is_module));
+  if (d) {
+    i.name = intern_obj(py.PyDict_GetItemString(d.get(), "__name__"));
+    i.file = intern_obj(py.PyDict_GetItemString(d.get(), "__file__"));
+  }
+  return i;
+}
+
+void put_obj(wire::ByteBuf& b, uint32_t field, const ObjInfo& i) {
+  if (!i.id) return;
+  auto m = wire::begin_message(b, field);
+  wire::put_uint(b, ObjectRef::id, i.id);
+  wire::put_uint(b, ObjectRef::type, i.type);
+  wire::put_uint(b, ObjectRef::flags, i.flags);
+  wire::put_uint(b, ObjectRef::name, i.name);
+  wire::put_uint(b, ObjectRef::file, i.file);
+  wire::end_message(b, m);
+}
+
+// Exception type and message of a fetched error; str() of builtin exceptions only runs
+// CPython's own code.
+void describe_error(PyObject* et, PyObject* ev, uint32_t* type, uint32_t* msg) {
+  *type = et ? type_name(et) : 0;
+  *msg = 0;
+  if (!ev) return;
+  Ref s(py.PyObject_Str(ev));
+  if (!s) { py.PyErr_Clear(); return; }
+  *msg = intern_obj(s.get());
+}
+
+// ---- sys.modules changes --------------------------------------------------------------
+constexpr int kStackDepth = 8;
+
+void emit_modules_change(uint32_t key, uint32_t op, const ObjInfo* old_, const ObjInfo* new_,
+                         uint32_t precision, bool by_import, const Loc* stack, int nstack) {
+  ThreadState& t = ts();
+  const InFlight* in = innermost(t);
+  auto r = TW::begin_record(Record::modules_change);
+  auto& b = TW::buf();
+  wire::put_uint(b, ModulesChange::key, key);
+  wire::put_uint(b, ModulesChange::op, op);
+  if (old_) put_obj(b, ModulesChange::old_, *old_);
+  if (new_) put_obj(b, ModulesChange::new_, *new_);
+  for (int i = 0; i < nstack; ++i) put_loc(b, ModulesChange::stack, stack[i]);
+  wire::put_uint(b, ModulesChange::time_ns, TW::now_ns());
+  wire::put_uint(b, ModulesChange::thread, t.tid);
+  wire::put_uint(b, ModulesChange::test, current_test());
+  wire::put_uint(b, ModulesChange::precision, precision);
+  wire::put_uint(b, ModulesChange::during_import, in ? in->index + 1 : 0);
+  wire::put_bool(b, ModulesChange::by_import_system, by_import);
+  TW::end_record(r);
+}
+
+void maybe_instrument(PyObject* obj, const ObjInfo& info) {
+  if (!g_proxies || !(info.flags & ObjectFlags::proxy)) return;
+  Ref type(py.PyObject_Type(obj));
+  instrument_proxy_class(type.get());
+}
+
+// 3.8-3.11 have no way to watch a dict, so the tracer keeps a shadow of sys.modules (key
+// text -> the object and its description) and compares at import boundaries. A full
+// comparison is O(len(sys.modules)); it runs when the size disagrees with the shadow and
+// at every top-level import boundary, and the keys on the import path are checked at every
+// boundary. Changes are therefore found no later than the next such boundary, and carry
+// the stack active then (precision AT_BOUNDARY).
+struct ShadowEntry {
+  uint64_t hash;
+  char* key;
+  uint32_t keylen;
+  uint32_t stamp;
+  bool live;
+  ObjInfo info;
+  PyObject* value;  // identity only; may be dead, never dereferenced
+};
+struct ModulesShadow {
+  ShadowEntry* slots = nullptr;
+  size_t cap = 0, used = 0, live = 0;
+  uint32_t stamp = 0;
+
+  static uint64_t hash(const char* s, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; ++i) { h ^= static_cast<uint8_t>(s[i]); h *= 1099511628211ull; }
+    return h | 1;
+  }
+  bool grow() {
+    size_t nc = cap ? cap * 2 : 8192;
+    auto* s = static_cast<ShadowEntry*>(calloc(nc, sizeof(ShadowEntry)));
+    if (!s) return false;
+    for (size_t i = 0; i < cap; ++i) {
+      if (!slots[i].hash) continue;
+      size_t j = slots[i].hash & (nc - 1);
+      while (s[j].hash) j = (j + 1) & (nc - 1);
+      s[j] = slots[i];
+    }
+    free(slots);
+    slots = s;
+    cap = nc;
+    return true;
+  }
+  ShadowEntry* find(const char* k, size_t n, bool create) {
+    if (used * 2 >= cap && !grow()) return nullptr;
+    uint64_t h = hash(k, n);
+    size_t j = h & (cap - 1);
+    while (slots[j].hash) {
+      ShadowEntry& e = slots[j];
+      if (e.hash == h && e.keylen == n && memcmp(e.key, k, n) == 0) return &e;
+      j = (j + 1) & (cap - 1);
+    }
+    if (!create) return nullptr;
+    char* copy = static_cast<char*>(malloc(n + 1));
+    if (!copy) return nullptr;
+    memcpy(copy, k, n);
+    copy[n] = 0;
+    ShadowEntry& e = slots[j];
+    e.hash = h;
+    e.key = copy;
+    e.keylen = static_cast<uint32_t>(n);
+    e.live = false;
+    ++used;
+    return &e;
+  }
+};
+ModulesShadow g_shadow;
+bool g_shadow_ready = false;
+
+bool name_in_flight(const char* k, size_t n);
+
+// Records and adopts the difference between the shadow and sys.modules for one key.
+void shadow_check_key(const char* k, size_t n, PyObject* value, bool initial, bool by_import) {
+  ShadowEntry* e = g_shadow.find(k, n, true);
+  if (!e) return;
+  e->stamp = g_shadow.stamp;
+  if (e->live && e->value == value) return;
+  ObjInfo ni = describe(value);
+  if (!initial && !(by_import && !e->live)) {
+    Loc stack[kStackDepth];
+    int ns = capture_stack(stack, kStackDepth, false);
+    bool imp = by_import || (!e->live && name_in_flight(k, n));
+    emit_modules_change(TW::intern(k, n), ModulesChange::SET, e->live ? &e->info : nullptr, &ni,
+                        ModulesChange::AT_BOUNDARY, imp && !e->live, stack, ns);
+  }
+  if (!e->live) ++g_shadow.live;
+  e->live = true;
+  e->value = value;
+  e->info = ni;
+  maybe_instrument(value, ni);
+}
+
+void shadow_full_sync(bool initial) {
+  ++g_shadow.stamp;
+  Py_ssize_t pos = 0;
+  PyObject *k, *v;
+  while (py.PyDict_Next(g_sysmodules, &pos, &k, &v)) {
+    Py_ssize_t n = 0;
+    const char* s = utf8(k, &n);
+    if (!s) continue;  // a non-str key: import never uses it
+    shadow_check_key(s, static_cast<size_t>(n), v, initial, false);
+  }
+  for (size_t i = 0; i < g_shadow.cap; ++i) {
+    ShadowEntry& e = g_shadow.slots[i];
+    if (!e.hash || !e.live || e.stamp == g_shadow.stamp) continue;
+    e.live = false;
+    --g_shadow.live;
+    if (initial) continue;
+    Loc stack[kStackDepth];
+    int ns = capture_stack(stack, kStackDepth, false);
+    emit_modules_change(TW::intern(e.key, e.keylen), ModulesChange::DELETE, &e.info, nullptr,
+                        ModulesChange::AT_BOUNDARY, false, stack, ns);
+  }
+}
+
+// Checks `name` (a str object) and its parent packages against sys.modules.
+void shadow_check_path(PyObject* name_obj, bool by_import) {
+  Py_ssize_t n = 0;
+  const char* s = utf8(name_obj, &n);
+  if (!s) return;
+  char buf[1024];
+  if (static_cast<size_t>(n) >= sizeof buf) return;
+  memcpy(buf, s, static_cast<size_t>(n));
+  buf[n] = 0;
+  for (Py_ssize_t end = n; end > 0;) {
+    buf[end] = 0;
+    PyObject* v = py.PyDict_GetItemString(g_sysmodules, buf);
+    ShadowEntry* e = g_shadow.find(buf, static_cast<size_t>(end), false);
+    if (v) {
+      shadow_check_key(buf, static_cast<size_t>(end), v, false, by_import && end == n);
+    } else if (e && e->live) {
+      e->live = false;
+      --g_shadow.live;
+      Loc stack[kStackDepth];
+      int ns = capture_stack(stack, kStackDepth, false);
+      emit_modules_change(TW::intern(buf, static_cast<size_t>(end)), ModulesChange::DELETE, &e->info,
+                          nullptr, ModulesChange::AT_BOUNDARY, by_import && end == n, stack, ns);
+    }
+    while (end > 0 && buf[end - 1] != '.') --end;
+    if (end > 0) --end;  // drop the dot
+  }
+}
+
+// Names of imports in progress on any thread (their sys.modules entries are the import
+// system's, not news). A small counting table keyed by text hash.
+constexpr size_t kInFlightSlots = 1024;
+uint64_t g_inflight_hash[kInFlightSlots];
+uint32_t g_inflight_count[kInFlightSlots];
+void inflight_add(PyObject* name, int delta) {
+  Py_ssize_t n = 0;
+  const char* s = utf8(name, &n);
+  if (!s) return;
+  uint64_t h = ModulesShadow::hash(s, static_cast<size_t>(n));
+  size_t j = h & (kInFlightSlots - 1);
+  for (size_t probe = 0; probe < kInFlightSlots; ++probe, j = (j + 1) & (kInFlightSlots - 1)) {
+    if (g_inflight_hash[j] == h || (delta > 0 && g_inflight_count[j] == 0)) {
+      if (g_inflight_count[j] == 0) g_inflight_hash[j] = h;
+      if (delta < 0 && g_inflight_hash[j] != h) continue;
+      g_inflight_count[j] = static_cast<uint32_t>(static_cast<int>(g_inflight_count[j]) + delta);
+      return;
+    }
+  }
+}
+bool name_in_flight(const char* k, size_t n) {
+  uint64_t h = ModulesShadow::hash(k, n);
+  size_t j = h & (kInFlightSlots - 1);
+  for (size_t probe = 0; probe < kInFlightSlots; ++probe, j = (j + 1) & (kInFlightSlots - 1)) {
+    if (g_inflight_hash[j] == h && g_inflight_count[j]) return true;
+    if (!g_inflight_hash[j]) return false;
+  }
+  return false;
+}
+
+// One import boundary (3.8-3.11): the caller holds the writer lock.
+void shadow_boundary(ThreadState& t, PyObject* name, bool import_end, bool top_level) {
+  if (!g_shadow_ready) {
+    shadow_full_sync(true);
+    g_shadow_ready = true;
+  }
+  // The import in progress around us has put itself into sys.modules since its own start.
+  for (int i = 0; i < t.depth && i < kMaxDepth; ++i) {
+    InFlight& f = t.stack[i];
+    if (f.noted || f.generation != TW::generation()) continue;
+    Py_ssize_t n = 0;
+    const char* s = utf8(f.name, &n);
+    PyObject* v = s ? py.PyDict_GetItem(g_sysmodules, f.name) : nullptr;
+    if (v) {
+      shadow_check_key(s, static_cast<size_t>(n), v, false, true);
+      f.noted = true;
+    }
+  }
+  if (name) shadow_check_path(name, import_end);
+  if (top_level || py.PyDict_Size(g_sysmodules) != static_cast<Py_ssize_t>(g_shadow.live))
+    shadow_full_sync(false);
+}
+
+// ---- dict watcher (3.12+) -------------------------------------------------------------
+int modules_watcher(int event, PyObject* dict, PyObject* key, PyObject* new_value) {
+  if (!g_enabled || dict != g_sysmodules) return 0;
+  ThreadState& t = ts();
+  if (t.busy) return 0;
+  ++t.busy;
+  PyObject *et, *ev, *tb;
+  py.PyErr_Fetch(&et, &ev, &tb);
+  {
+    WriterLock lock;
+    const InFlight* in = innermost(t);
+    bool key_is_import = in && key && same_text(key, in->name);
+    auto flush_pending = [&]() {
+      if (!t.pending_pop_key) return;
+      // A pop that was not followed by a re-insert: the import system removed the entry
+      // (a failed import), or a pop by someone else.
+      PyObject* k = t.pending_pop_key;
+      ObjInfo oi;
+      oi.id = reinterpret_cast<uintptr_t>(t.pending_pop_value);
+      emit_modules_change(intern_obj(k), ModulesChange::DELETE, &oi, nullptr, ModulesChange::EXACT,
+                          true, nullptr, 0);
+      py.Py_DecRef(k);
+      t.pending_pop_key = nullptr;
+      t.pending_pop_value = nullptr;
+    };
+    if (event == DICT_ADDED && t.pending_pop_key && same_text(key, t.pending_pop_key) &&
+        new_value == t.pending_pop_value) {
+      py.Py_DecRef(t.pending_pop_key);  // the import system's pop-and-reinsert: no news
+      t.pending_pop_key = nullptr;
+      t.pending_pop_value = nullptr;
+    } else {
+      flush_pending();
+      PyObject* old = key ? py.PyDict_GetItem(dict, key) : nullptr;
+      if (event == DICT_ADDED && key_is_import) {
+        // The import system's own insertion of the module it is loading: the Import
+        // record says it; only later replacements are news.
+      } else if (event == DICT_DELETED && key_is_import && old) {
+        py.Py_IncRef(key);
+        t.pending_pop_key = key;
+        t.pending_pop_value = old;
+      } else if (event == DICT_ADDED || event == DICT_MODIFIED) {
+        if (old != new_value) {
+          Loc stack[kStackDepth];
+          int ns = capture_stack(stack, kStackDepth, false);
+          ObjInfo oi = describe(old), ni = describe(new_value);
+          bool by_import = ns > 0 && stack[0].importlib;
+          emit_modules_change(intern_obj(key), ModulesChange::SET, old ? &oi : nullptr, &ni,
+                              ModulesChange::EXACT, by_import, stack, ns);
+          maybe_instrument(new_value, ni);
+        }
+      } else if (event == DICT_DELETED) {
+        Loc stack[kStackDepth];
+        int ns = capture_stack(stack, kStackDepth, false);
+        ObjInfo oi = describe(old);
+        bool by_import = ns > 0 && stack[0].importlib;
+        emit_modules_change(intern_obj(key), ModulesChange::DELETE, old ? &oi : nullptr, nullptr,
+                            ModulesChange::EXACT, by_import, stack, ns);
+      } else if (event == DICT_CLEARED || event == DICT_DEALLOCATED) {
+        emit_modules_change(TW::intern("*"), ModulesChange::CLEAR, nullptr, nullptr,
+                            ModulesChange::EXACT, false, nullptr, 0);
+      }
+    }
+    TW::flush();
+  }
+  py.PyErr_Restore(et, ev, tb);
+  --t.busy;
+  return 0;
+}
+
+// ---- proxies ------------------------------------------------------------------------
+constexpr int kMaxProxyClasses = 256;
+PyObject* g_proxy_classes[kMaxProxyClasses];
+int g_n_proxy_classes = 0;
+
+PyObject* proxy_getattr_hook(PyObject* orig, PyObject* const* args, Py_ssize_t nargs);
+PyObject* proxy_setattr_hook(PyObject* orig, PyObject* const* args, Py_ssize_t nargs);
+PyObject* module_getattr_hook(PyObject* orig, PyObject* const* args, Py_ssize_t nargs);
+PyMethodDef g_proxy_getattr_def = {"__getattr__", reinterpret_cast<void*>(proxy_getattr_hook),
+                                   METH_FASTCALL, "imptrace: records, then calls the class's own __getattr__"};
+PyMethodDef g_proxy_setattr_def = {"__setattr__", reinterpret_cast<void*>(proxy_setattr_hook),
+                                   METH_FASTCALL, "imptrace: records, then calls the class's own __setattr__"};
+PyMethodDef g_module_getattr_def = {"__getattr__", reinterpret_cast<void*>(module_getattr_hook),
+                                    METH_FASTCALL, "imptrace: records, then calls the module's own __getattr__"};
+
+// Where a function is defined: its code's file and first line.
+Loc function_location(PyObject* fn) {
+  Loc l;
+  if (!fn) return l;
+  Ref code(py.PyObject_GetAttrString(fn, "__code__"));
+  if (!code) { py.PyErr_Clear(); return l; }
+  Ref file(py.PyObject_GetAttrString(code.get(), "co_filename"));
+  Ref line(py.PyObject_GetAttrString(code.get(), "co_firstlineno"));
+  Ref name(py.PyObject_GetAttrString(code.get(), py.minor >= 11 ? "co_qualname" : "co_name"));
+  if (!file || !line || !name) py.PyErr_Clear();
+  l.file = intern_obj(file.get());
+  l.func = intern_obj(name.get());
+  if (line) { long v = py.PyLong_AsLong(line.get()); if (v > 0) l.line = static_cast<uint32_t>(v); else py.PyErr_Clear(); }
+  return l;
+}
+
+// A Python function found on the class (through its MRO) under attr, or null.
+PyObject* python_function_attr(PyObject* type, const char* attr) {
+  PyObject* f = py.PyObject_GetAttrString(type, attr);
+  if (!f) { py.PyErr_Clear(); return nullptr; }
+  PyObject* code = py.PyObject_GetAttrString(f, "__code__");
+  if (!code) { py.PyErr_Clear(); py.Py_DecRef(f); return nullptr; }
+  py.Py_DecRef(code);
+  return f;
+}
+
+bool wrap_class_method(PyObject* type, const char* attr, PyMethodDef* def) {
+  Ref orig(python_function_attr(type, attr));
+  if (!orig) return false;
+  Ref fn(py.PyCFunction_NewEx(def, orig.get(), nullptr));
+  if (!fn) { py.PyErr_Clear(); return false; }
+  // instancemethod binds like a Python function, so the C hook receives (instance, ...).
+  Ref im(py.PyInstanceMethod_New(fn.get()));
+  if (!im || py.PyObject_SetAttrString(type, attr, im.get()) < 0) { py.PyErr_Clear(); return false; }
+  return true;
+}
+
+void instrument_proxy_class(PyObject* type) {
+  for (int i = 0; i < g_n_proxy_classes; ++i)
+    if (g_proxy_classes[i] == type) return;
+  if (g_n_proxy_classes >= kMaxProxyClasses) return;
+  py.Py_IncRef(type);  // deliberate: an instrumented class is remembered for the process
+  g_proxy_classes[g_n_proxy_classes++] = type;
+
+  Ref ga(python_function_attr(type, "__getattr__"));
+  Ref gab(python_function_attr(type, "__getattribute__"));
+  Ref sa(python_function_attr(type, "__setattr__"));
+  auto r = TW::begin_record(Record::proxy_class);
+  auto& b = TW::buf();
+  wire::put_uint(b, ProxyClass::type, type_name(type));
+  put_loc(b, ProxyClass::getattr_at, function_location(ga.get()));
+  put_loc(b, ProxyClass::getattribute_at, function_location(gab.get()));
+  put_loc(b, ProxyClass::setattr_at, function_location(sa.get()));
+  wire::put_bool(b, ProxyClass::module_subclass, py.PyType_IsSubtype(type, py.PyModule_Type) != 0);
+  Ref mod(py.PyObject_GetAttrString(type, "__module__"));
+  if (!mod) py.PyErr_Clear();
+  wire::put_uint(b, ProxyClass::defined_in, intern_obj(mod.get()));
+  TW::end_record(r);
+
+  ++ts().busy;  // setting a class attribute raises an audit event and may run metaclass code
+  if (ga) wrap_class_method(type, "__getattr__", &g_proxy_getattr_def);
+  if (sa) wrap_class_method(type, "__setattr__", &g_proxy_setattr_def);
+  --ts().busy;
+}
+
+// The module a failed or successful forward went to: AttributeError.obj (3.10+), else a
+// module the proxy holds in its own dict.
+ObjInfo forwarded_target(PyObject* proxy, PyObject* ev) {
+  if (ev && py.minor >= 10) {
+    Ref o(py.PyObject_GetAttrString(ev, "obj"));
+    if (!o) py.PyErr_Clear();
+    if (o && o.get() != py.None && o.get() != proxy) return describe(o.get());
+  }
+  Ref d(py.PyObject_GenericGetDict(proxy, nullptr));
+  if (!d) { py.PyErr_Clear(); return ObjInfo(); }
+  Py_ssize_t pos = 0;
+  PyObject *k, *v;
+  while (py.PyDict_Next(d.get(), &pos, &k, &v)) {
+    Ref t(py.PyObject_Type(v));
+    if (v != proxy && py.PyType_IsSubtype(t.get(), py.PyModule_Type)) return describe(v);
+  }
+  return ObjInfo();
+}
+
+void record_proxy_access(uint32_t kind, PyObject* proxy, PyObject* attr, PyObject* res,
+                         PyObject* et, PyObject* ev, PyObject* module_for_record) {
+  ThreadState& t = ts();
+  WriterLock lock;
+  Loc stack[kStackDepth];
+  int ns = capture_stack(stack, kStackDepth, false);
+  const InFlight* in = innermost(t);
+  auto r = TW::begin_record(Record::proxy_access);
+  auto& b = TW::buf();
+  put_obj(b, ProxyAccess::proxy, describe(module_for_record ? module_for_record : proxy));
+  wire::put_uint(b, ProxyAccess::attribute, intern_obj(attr));
+  wire::put_uint(b, ProxyAccess::kind, kind);
+  wire::put_bool(b, ProxyAccess::ok, res != nullptr);
+  if (res && kind != ProxyAccess::SETATTR) put_obj(b, ProxyAccess::result, describe(res));
+  if (!res) {
+    uint32_t ty, msg;
+    describe_error(et, ev, &ty, &msg);
+    wire::put_uint(b, ProxyAccess::error_type, ty);
+    wire::put_uint(b, ProxyAccess::error_message, msg);
+  }
+  if (kind != ProxyAccess::MODULE_GETATTR) put_obj(b, ProxyAccess::forwarded_to, forwarded_target(proxy, ev));
+  for (int i = 0; i < ns; ++i) put_loc(b, ProxyAccess::stack, stack[i]);
+  wire::put_uint(b, ProxyAccess::time_ns, TW::now_ns());
+  wire::put_uint(b, ProxyAccess::thread, t.tid);
+  wire::put_uint(b, ProxyAccess::test, current_test());
+  wire::put_uint(b, ProxyAccess::during_import, in ? in->index + 1 : 0);
+  wire::put_bool(b, ProxyAccess::from_import_system, ns > 0 && stack[0].importlib);
+  TW::end_record(r);
+  TW::flush();
+}
+
+// Runs the original, then records. The error, if any, is handed back untouched.
+PyObject* call_and_record(uint32_t kind, PyObject* orig, PyObject* proxy, PyObject* attr,
+                          PyObject* a, PyObject* b2, PyObject* c, PyObject* module_for_record) {
+  PyObject* res = py.PyObject_CallFunctionObjArgs(orig, a, b2, c, nullptr);
+  ThreadState& t = ts();
+  if (!g_enabled || t.busy || !TW::usable()) return res;
+  ++t.busy;
+  PyObject *et = nullptr, *ev = nullptr, *tb = nullptr;
+  if (!res) {
+    py.PyErr_Fetch(&et, &ev, &tb);
+    py.PyErr_NormalizeException(&et, &ev, &tb);
+  }
+  record_proxy_access(kind, proxy, attr, res, et, ev, module_for_record);
+  if (!res) py.PyErr_Restore(et, ev, tb);
+  --t.busy;
+  return res;
+}
+
+PyObject* proxy_getattr_hook(PyObject* orig, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 2) return py.PyObject_Call(orig, nullptr, nullptr);
+  return call_and_record(ProxyAccess::GETATTR, orig, args[0], args[1], args[0], args[1], nullptr, nullptr);
+}
+
+PyObject* proxy_setattr_hook(PyObject* orig, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 3) return py.PyObject_Call(orig, nullptr, nullptr);
+  return call_and_record(ProxyAccess::SETATTR, orig, args[0], args[1], args[0], args[1], args[2], nullptr);
+}
+
+// PEP 562: m_self is the module's own __getattr__; its globals name the module.
+PyObject* module_getattr_hook(PyObject* orig, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 1) return py.PyObject_Call(orig, nullptr, nullptr);
+  PyObject* module = nullptr;
+  Ref globals(py.PyObject_GetAttrString(orig, "__globals__"));
+  if (!globals) py.PyErr_Clear();
+  else if (g_sysmodules) module = py.PyDict_GetItem(g_sysmodules, py.PyDict_GetItemString(globals.get(), "__name__"));
+  return call_and_record(ProxyAccess::MODULE_GETATTR, orig, module ? module : orig, args[0], args[0],
+                         nullptr, nullptr, module);
+}
+
+void instrument_module_getattr(PyObject* module) {
+  Ref t(py.PyObject_Type(module));
+  if (!py.PyType_IsSubtype(t.get(), py.PyModule_Type)) return;
+  PyObject* d = py.PyModule_GetDict(module);
+  if (!d) { py.PyErr_Clear(); return; }
+  PyObject* ga = py.PyDict_GetItemString(d, "__getattr__");
+  if (!ga) return;
+  Ref code(py.PyObject_GetAttrString(ga, "__code__"));
+  if (!code) { py.PyErr_Clear(); return; }  // not a Python function (maybe already ours)
+  Ref fn(py.PyCFunction_NewEx(&g_module_getattr_def, ga, nullptr));
+  if (!fn || py.PyDict_SetItemString(d, "__getattr__", fn.get()) < 0) py.PyErr_Clear();
+}
+
+// ---- the import hook ----------------------------------------------------------------
+PyObject* call_original(PyObject* orig, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs == 2) return py.PyObject_CallFunctionObjArgs(orig, args[0], args[1], nullptr);
+  if (nargs == 1) return py.PyObject_CallFunctionObjArgs(orig, args[0], nullptr);
+  Ref tuple(py.PyTuple_New(nargs));
+  if (!tuple) return nullptr;
+  for (Py_ssize_t i = 0; i < nargs; ++i) {
+    py.Py_IncRef(args[i]);
+    py.PyTuple_SetItem(tuple.get(), i, args[i]);
+  }
+  return py.PyObject_Call(orig, tuple.get(), nullptr);
+}
+
+bool in_main_interpreter() { return py.PyInterpreterState_Get() == g_main_interp; }
+
+void record_spec(wire::ByteBuf& b, PyObject* module, uint32_t name_id, bool is_module) {
+  Ref d(instance_dict(module, is_module));
+  if (!d) return;
+  PyObject* spec = py.PyDict_GetItemString(d.get(), "__spec__");
+  uint32_t origin = 0;
+  if (spec && spec != py.None) {
+    Ref sd(py.PyObject_GenericGetDict(spec, nullptr));
+    if (!sd) py.PyErr_Clear();
+    else {
+      uint32_t spec_name = intern_obj(py.PyDict_GetItemString(sd.get(), "name"));
+      if (spec_name != name_id) wire::put_uint(b, Import::spec_name, spec_name);
+      origin = intern_obj(py.PyDict_GetItemString(sd.get(), "origin"));
+      wire::put_uint(b, Import::origin, origin);
+      PyObject* loader = py.PyDict_GetItemString(sd.get(), "loader");
+      if (loader && loader != py.None) {
+        // A loader may be a class (BuiltinImporter, FrozenImporter) or an instance.
+        Ref lt(py.PyObject_Type(loader));
+        bool is_class = py.PyType_IsSubtype(lt.get(), py.PyType_Type) != 0;
+        wire::put_uint(b, Import::loader, type_name(is_class ? loader : lt.get()));
+      }
+      PyObject* locs = py.PyDict_GetItemString(sd.get(), "submodule_search_locations");
+      Ref lt2(locs ? py.PyObject_Type(locs) : nullptr);
+      if (locs && (py.PyType_GetFlags(lt2.get()) & TPFLAGS_LIST_SUBCLASS)) {
+        Py_ssize_t n = py.PyList_Size(locs);
+        for (Py_ssize_t i = 0; i < n && i < 64; ++i)
+          wire::put_uint(b, Import::search_locations, intern_obj(py.PyList_GetItem(locs, i)));
+      }
+    }
+  }
+  uint32_t file = intern_obj(py.PyDict_GetItemString(d.get(), "__file__"));
+  if (file != origin) wire::put_uint(b, Import::file, file);
+}
+
+void record_binding(PyObject* name, uint64_t index) {
+  Py_ssize_t n = 0;
+  const char* s = utf8(name, &n);
+  if (!s) return;
+  const char* dot = static_cast<const char*>(memrchr(s, '.', static_cast<size_t>(n)));
+  if (!dot) return;
+  char parent[1024];
+  size_t pl = static_cast<size_t>(dot - s);
+  if (pl >= sizeof parent) return;
+  memcpy(parent, s, pl);
+  parent[pl] = 0;
+  PyObject* parent_obj = py.PyDict_GetItemString(g_sysmodules, parent);
+  PyObject* child = py.PyDict_GetItem(g_sysmodules, name);
+  if (!parent_obj) return;
+  ObjInfo pi = describe(parent_obj);
+  Ref t(py.PyObject_Type(parent_obj));
+  Ref d(instance_dict(parent_obj, py.PyType_IsSubtype(t.get(), py.PyModule_Type) != 0));
+  PyObject* val = d ? py.PyDict_GetItemString(d.get(), dot + 1) : nullptr;
+  uint32_t status = !val ? Binding::MISSING : val != child ? Binding::MISMATCH
+                  : (pi.flags & ObjectFlags::proxy) ? Binding::ON_PROXY : Binding::BOUND;
+  auto r = TW::begin_record(Record::binding);
+  auto& b = TW::buf();
+  wire::put_uint(b, Binding::import_index, index);
+  wire::put_uint(b, Binding::parent, TW::intern(parent, pl));
+  wire::put_uint(b, Binding::attribute, TW::intern(dot + 1));
+  put_obj(b, Binding::bound_on, pi);
+  if (child) put_obj(b, Binding::child, describe(child));
+  wire::put_uint(b, Binding::status, status);
+  wire::put_uint(b, Binding::time_ns, TW::now_ns());
+  wire::put_uint(b, Binding::test, current_test());
+  if (val && val != child) put_obj(b, Binding::attribute_value, describe(val));
+  TW::end_record(r);
+}
+
+uint64_t g_syspath_seen = 0;  // (address ^ size) of the last sys.path written
+
+void record_sys_path_if_changed() {
+  PyObject* path = py.PySys_GetObject("path");  // borrowed
+  if (!path) return;
+  Ref t(py.PyObject_Type(path));
+  if (!(py.PyType_GetFlags(t.get()) & TPFLAGS_LIST_SUBCLASS)) return;
+  Py_ssize_t n = py.PyList_Size(path);
+  uint64_t sig = reinterpret_cast<uintptr_t>(path) * 31 + static_cast<uint64_t>(n);
+  for (Py_ssize_t i = 0; i < n; ++i) sig = sig * 1000003 + reinterpret_cast<uintptr_t>(py.PyList_GetItem(path, i));
+  if (sig == g_syspath_seen) return;
+  g_syspath_seen = sig;
+  auto r = TW::begin_record(Record::sys_path);
+  auto& b = TW::buf();
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    uint32_t id = intern_obj(py.PyList_GetItem(path, i));
+    // An empty entry ('' = the working directory) must keep its place in the list.
+    wire::put_tag(b, SysPath::entries, wire::VARINT);
+    wire::put_varint(b, id);
+  }
+  wire::put_uint(b, SysPath::time_ns, TW::now_ns());
+  TW::end_record(r);
+}
+
+PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t nargs) {
+  ThreadState& t = ts();
+  if (!g_enabled || t.busy || !TW::usable() || nargs < 1 || t.depth >= kMaxDepth)
+    return call_original(orig, args, nargs);
+  PyObject* name = args[0];
+  bool main_interp = in_main_interpreter();
+  bool shadowing = main_interp && !py.has_dict_watchers() && g_sysmodules;
+  uint64_t index = __atomic_fetch_add(&g_next_index, 1, __ATOMIC_RELAXED);
+  const InFlight* outer = innermost(t);
+  uint64_t parent = outer ? outer->index + 1 : 0;
+  Loc importer;
+  {
+    ++t.busy;
+    WriterLock lock;
+    capture_stack(&importer, 1, true);
+    if (shadowing) shadow_boundary(t, name, false, t.depth == 0);
+    inflight_add(name, +1);
+    record_sys_path_if_changed();
+    TW::flush();
+    --t.busy;
+  }
+  uint64_t begin = TW::now_ns();
+  t.stack[t.depth++] = InFlight{index, name, TW::generation(), false};
+
+  PyObject* res = call_original(orig, args, nargs);
+
+  uint64_t end = TW::now_ns();
+  --t.depth;
+  InFlight self = t.stack[t.depth];
+  {
+    WriterLock lock;
+    inflight_add(name, -1);
+  }
+  // Begun before a fork, ended in the child: the parent's file has it, not ours.
+  if (self.generation != TW::generation() || !TW::usable()) return res;
+
+  ++t.busy;
+  PyObject *et = nullptr, *ev = nullptr, *tb = nullptr;
+  if (!res) {
+    py.PyErr_Fetch(&et, &ev, &tb);
+    py.PyErr_NormalizeException(&et, &ev, &tb);
+  }
+  {
+    WriterLock lock;
+    auto& b = TW::buf();
+    uint32_t name_id = intern_obj(name);
+    uint32_t test = current_test();
+    uint32_t err_type = 0, err_msg = 0;
+    ObjInfo obj;
+    PyObject* under = nullptr;
+    if (res) {
+      under = g_sysmodules && main_interp ? py.PyDict_GetItem(g_sysmodules, name) : nullptr;
+      if (!under) under = res;
+      obj = describe(under);
+    } else {
+      describe_error(et, ev, &err_type, &err_msg);
+    }
+    auto r = TW::begin_record(Record::import);
+    wire::put_uint(b, Import::index, index);
+    wire::put_uint(b, Import::parent, parent);
+    wire::put_uint(b, Import::thread, t.tid);
+    wire::put_uint(b, Import::begin_ns, begin);
+    wire::put_uint(b, Import::duration_ns, end - begin);
+    wire::put_uint(b, Import::name, name_id);
+    wire::put_bool(b, Import::ok, res != nullptr);
+    wire::put_uint(b, Import::error_type, err_type);
+    wire::put_uint(b, Import::error_message, err_msg);
+    if (res) {
+      put_obj(b, Import::object, obj);
+      record_spec(b, under, name_id, (obj.flags & (ObjectFlags::plain_module | ObjectFlags::module_subclass)) != 0);
+    }
+    put_loc(b, Import::importer, importer);
+    wire::put_uint(b, Import::test, test);
+    if (!main_interp) {
+      int64_t id = py.PyInterpreterState_GetID(py.PyInterpreterState_Get());
+      wire::put_uint(b, Import::interpreter, static_cast<uint64_t>(id));
+    }
+    TW::end_record(r);
+    if (main_interp && g_sysmodules) {
+      if (res) record_binding(name, index);
+      if (shadowing) shadow_boundary(t, name, true, t.depth == 0);
+      if (res && g_proxies) {
+        maybe_instrument(under, obj);
+        instrument_module_getattr(under);
+      }
+    }
+    TW::flush();
+  }
+  if (!res) py.PyErr_Restore(et, ev, tb);
+  --t.busy;
+  return res;
+}
+
+PyMethodDef g_find_and_load_def = {
+    "_find_and_load", reinterpret_cast<void*>(find_and_load_hook), METH_FASTCALL,
+    "imptrace: records the import, then runs importlib's _find_and_load"};
+
+// ---- installation -------------------------------------------------------------------
+constexpr int kMaxInterps = 64;
+void* g_installed[kMaxInterps];
+int g_n_installed = 0;
+
+void install_in_current_interpreter() {
+  void* interp = py.PyInterpreterState_Get();
+  for (int i = 0; i < g_n_installed; ++i)
+    if (g_installed[i] == interp) return;
+  PyObject* modules = py.PyImport_GetModuleDict();
+  if (!modules) return;
+  PyObject* bootstrap = py.PyDict_GetItemString(modules, "_frozen_importlib");
+  if (!bootstrap) return;  // too early: try again at the next event
+  PyObject* d = py.PyModule_GetDict(bootstrap);
+  PyObject* orig = d ? py.PyDict_GetItemString(d, "_find_and_load") : nullptr;
+  if (!orig) { py.PyErr_Clear(); return; }
+  Ref hook(py.PyCFunction_NewEx(&g_find_and_load_def, orig, nullptr));
+  if (!hook || py.PyDict_SetItemString(d, "_find_and_load", hook.get()) < 0) {
+    py.PyErr_Clear();
+    return;
+  }
+  if (g_n_installed < kMaxInterps) g_installed[g_n_installed++] = interp;
+  if (interp == py.PyInterpreterState_Main()) {
+    g_main_interp = interp;
+    g_sysmodules = modules;
+    py.Py_IncRef(modules);  // deliberate: we compare against it for the process lifetime
+    if (py.has_dict_watchers()) {
+      int id = py.PyDict_AddWatcher(modules_watcher);
+      if (id < 0 || py.PyDict_Watch(id, modules) < 0) py.PyErr_Clear();
+    }
+  }
+}
+
+// The audit hook entry was allocated with the raw allocator in force before
+// Py_Initialize; -X dev / PYTHONMALLOC=debug install a different one later and would
+// abort freeing it ("bad ID"). So the entry is allocated with plain malloc (recorded
+// below) and, when the hooks are about to be freed, the raw allocator is wrapped for the
+// moment it takes to hand exactly that pointer back to free().
+PyMemAllocatorEx g_raw_before;  // the allocator to forward to
+void* g_hook_entry = nullptr;
+
+void* rec_malloc(void*, size_t n) { void* p = malloc(n); if (!g_hook_entry) g_hook_entry = p; return p; }
+void* rec_calloc(void*, size_t a, size_t b) { return calloc(a, b); }
+void* rec_realloc(void*, void* p, size_t n) { return realloc(p, n); }
+void rec_free(void*, void* p) { free(p); }
+
+void* fwd_malloc(void*, size_t n) { return g_raw_before.malloc(g_raw_before.ctx, n); }
+void* fwd_calloc(void*, size_t a, size_t b) { return g_raw_before.calloc(g_raw_before.ctx, a, b); }
+void* fwd_realloc(void*, void* p, size_t n) { return g_raw_before.realloc(g_raw_before.ctx, p, n); }
+void fwd_free(void*, void* p) {
+  if (p && p == g_hook_entry) {
+    free(p);
+    g_hook_entry = nullptr;
+    py.PyMem_SetAllocator(PYMEM_DOMAIN_RAW, &g_raw_before);  // done: step out of the way
+    return;
+  }
+  g_raw_before.free(g_raw_before.ctx, p);
+}
+
+int audit_hook(const char* event, PyObject*, void*) {
+  if (event[0] == 'i' && strcmp(event, "import") == 0) {
+    ThreadState& t = ts();
+    if (!g_enabled || t.busy) return 0;
+    ++t.busy;
+    PyObject *et, *ev, *tb;
+    py.PyErr_Fetch(&et, &ev, &tb);
+    install_in_current_interpreter();
+    py.PyErr_Restore(et, ev, tb);
+    --t.busy;
+  } else if (event[0] == 'c' && strcmp(event, "cpython._PySys_ClearAuditHooks") == 0) {
+    {
+      WriterLock lock;
+      TW::flush();
+    }
+    if (g_hook_entry) {
+      py.PyMem_GetAllocator(PYMEM_DOMAIN_RAW, &g_raw_before);
+      PyMemAllocatorEx filter = {nullptr, fwd_malloc, fwd_calloc, fwd_realloc, fwd_free};
+      py.PyMem_SetAllocator(PYMEM_DOMAIN_RAW, &filter);
+    }
+  }
+  return 0;
+}
+
+bool env_true(const char* name) {
+  const char* v = getenv(name);
+  return v && *v && strcmp(v, "0") != 0;
+}
+
+}  // namespace
+}  // namespace imptrace
+
+using namespace imptrace;
+
+__attribute__((constructor)) static void imptrace_start() {
+  // Setuid/secure-execution processes: the loader already drops LD_PRELOAD there, but a
+  // library reached another way must not write files on behalf of a privileged process.
+  if (getauxval(AT_SECURE)) return;
+  if (env_true("IMPTRACE_DISABLE")) return;
+  if (!resolve_cpython_api()) return;
+  if (py.Py_IsInitialized()) return;  // loaded late (dlopen into a running interpreter)
+  const char* p = getenv("IMPTRACE_PROXIES");
+  g_proxies = !(p && strcmp(p, "0") == 0);
+  TraceWriter::init();
+
+  PyMemAllocatorEx before;
+  py.PyMem_GetAllocator(PYMEM_DOMAIN_RAW, &before);
+  PyMemAllocatorEx recording = {nullptr, rec_malloc, rec_calloc, rec_realloc, rec_free};
+  py.PyMem_SetAllocator(PYMEM_DOMAIN_RAW, &recording);
+  int rc = py.PySys_AddAuditHook(audit_hook, nullptr);
+  py.PyMem_SetAllocator(PYMEM_DOMAIN_RAW, &before);
+  if (rc != 0) return;
+  g_enabled = true;
+}
