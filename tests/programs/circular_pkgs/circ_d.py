@@ -1,0 +1,1 @@
+from circ_c import LATE

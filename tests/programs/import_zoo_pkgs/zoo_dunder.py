@@ -1,0 +1,2 @@
+"""Loaded only through a direct __import__ call."""
+DUNDER = "dunder"

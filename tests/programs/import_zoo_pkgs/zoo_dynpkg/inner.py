@@ -1,0 +1,2 @@
+"""Loaded only through importlib.import_module (its parent with it)."""
+INNER = "inner"

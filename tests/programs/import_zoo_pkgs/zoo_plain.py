@@ -1,0 +1,2 @@
+"""Top-level source module, loaded by a plain `import`."""
+PLAIN = "plain"

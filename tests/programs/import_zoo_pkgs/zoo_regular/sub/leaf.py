@@ -1,0 +1,3 @@
+from ..helpers import HELP
+
+LEAF = "leaf(" + HELP + ")"

@@ -1,0 +1,1 @@
+VALUE = "other loaded"

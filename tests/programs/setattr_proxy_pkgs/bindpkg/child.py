@@ -1,0 +1,5 @@
+import sys
+
+sys.modules["__main__"].EVENTS.append("bindpkg.child executed")
+
+CHILD = "child value"

@@ -1,0 +1,4 @@
+"""Imports tb_inner, which fails while executing."""
+import tb_inner  # noqa: F401
+
+NEVER = "not reached"
