@@ -1,6 +1,9 @@
 #include "cpython_api.h"
 
 #include <dlfcn.h>
+#include <sys/mman.h>
+
+#include <initializer_list>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -113,6 +116,31 @@ bool resolve_cpython_api() {
   // Debug builds (Py_DEBUG) and only they export the reference-count debugging hook.
   py.debug = dlsym(RTLD_DEFAULT, "_Py_NegativeRefcount") != nullptr;
   return true;
+}
+
+ObjObjArgProc patch_dict_ass_subscript(ObjObjArgProc hook) {
+  if (py.minor > 11) return nullptr;
+  char* dict_type = static_cast<char*>(dlsym(RTLD_DEFAULT, "PyDict_Type"));
+  if (!dict_type) return nullptr;
+  // PyTypeObject: PyObject_VAR_HEAD (3 words) then tp_name; tp_as_mapping is word 14.
+  // Builds with Py_TRACE_REFS put two more words in front. tp_name == "dict" tells which
+  // layout this is; anything else and we do not touch the type.
+  for (size_t head : {size_t(0), size_t(16)}) {
+    const char* const* name = reinterpret_cast<const char* const*>(dict_type + head + 24);
+    if (!*name || strcmp(*name, "dict") != 0) continue;
+    void** mapping = *reinterpret_cast<void***>(dict_type + head + 14 * 8);
+    if (!mapping) return nullptr;
+    void** slot = mapping + 2;  // PyMappingMethods: mp_length, mp_subscript, mp_ass_subscript
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t start = reinterpret_cast<uintptr_t>(slot) & ~static_cast<uintptr_t>(page - 1);
+    if (mprotect(reinterpret_cast<void*>(start), static_cast<size_t>(page), PROT_READ | PROT_WRITE) != 0)
+      return nullptr;
+    ObjObjArgProc orig = reinterpret_cast<ObjObjArgProc>(*slot);
+    if (!orig) return nullptr;
+    __atomic_store_n(slot, reinterpret_cast<void*>(hook), __ATOMIC_RELEASE);
+    return orig;
+  }
+  return nullptr;
 }
 
 PyObject* frame_back(PyObject* frame) {

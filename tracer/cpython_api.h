@@ -150,6 +150,14 @@ struct Ref {
   void reset(PyObject* p) { if (o) py.Py_DecRef(o); o = p; }
 };
 
+// 3.8-3.11 have no dict watchers. `sys.modules[k] = v` and `del sys.modules[k]` in Python
+// code reach dict's mp_ass_subscript slot (through PyObject_SetItem), except where 3.11's
+// specialising interpreter has turned a hot STORE_SUBSCR into a direct dict store. This
+// swaps that slot for `hook` and returns the original, or null when the type layout is not
+// the one expected (then the tracer falls back to comparing at import boundaries).
+typedef int (*ObjObjArgProc)(PyObject*, PyObject*, PyObject*);
+ObjObjArgProc patch_dict_ass_subscript(ObjObjArgProc hook);
+
 // Frame walking, one spelling for all versions. Returns new references.
 PyObject* frame_back(PyObject* frame);
 PyObject* frame_code(PyObject* frame);

@@ -31,8 +31,11 @@ union PendingHolder {
   PendingHolder() : b() {}
   ~PendingHolder() {}
 };
-PendingHolder g_pending_holder;
+PendingHolder g_pending_holder, g_strings_holder;
 wire::ByteBuf& g_pending = g_pending_holder.b;
+// StringDef records go to their own buffer: strings are interned while a record is being
+// encoded, and must land in the file before it, never inside it.
+wire::ByteBuf& g_strings = g_strings_holder.b;
 int g_fd = -1;
 bool g_broken = false;       // output failed: stop trying in this process
 uint32_t g_generation = 0;   // 0 in the original process, +1 per fork
@@ -130,6 +133,19 @@ void warn(const char* what, const char* path, int err) {
   if (n > 0) { ssize_t r = write(2, line, static_cast<size_t>(n) < sizeof line ? n : sizeof line - 1); (void)r; }
 }
 
+// `IMPTRACE_OUTPUT=dir/` promises a directory: create it (and its parents, 0700) so that a
+// whole run can point at a fresh directory. Races with sibling processes are fine (EEXIST).
+void make_dirs(const char* path) {
+  char tmp[PATH_MAX];
+  snprintf(tmp, sizeof tmp, "%s", path);
+  for (char* p = tmp + 1; *p; ++p) {
+    if (*p != '/') continue;
+    *p = 0;
+    mkdir(tmp, 0700);
+    *p = '/';
+  }
+}
+
 // Creates the file: mode 0600, never following a symlink, never replacing an existing file
 // (pid reuse, a hostile shared /tmp): on a clash, a numbered sibling is tried instead.
 bool open_output() {
@@ -142,6 +158,7 @@ bool open_output() {
     snprintf(full, sizeof full, "%s", path);
   }
   size_t len = strlen(full);
+  if (len && full[len - 1] == '/') make_dirs(full);
   struct stat st;
   bool is_dir = (len && full[len - 1] == '/') || (stat(full, &st) == 0 && S_ISDIR(st.st_mode));
   if (is_dir) {
@@ -239,6 +256,7 @@ void atfork_child() {
   if (g_fd >= 0) close(g_fd);
   g_fd = -1;
   g_pending.clear();
+  g_strings.clear();
   reset_interning();
   g_forked_from = getppid();
   ++g_generation;
@@ -294,7 +312,7 @@ uint32_t TraceWriter::intern(const char* s, size_t n) {
   g_arena_len += n;
   g_slots[j] = sl;
   ++g_slot_used;
-  wire::ByteBuf& b = g_pending;
+  wire::ByteBuf& b = g_strings;
   auto m = wire::begin_message(b, Trace::record);
   auto d = wire::begin_message(b, Record::string_def);
   wire::put_uint(b, StringDef::id, sl.id);
@@ -317,24 +335,28 @@ void TraceWriter::end_record(RecordMark m) {
 }
 
 void TraceWriter::flush() {
-  if (g_broken) { g_pending.clear(); return; }
-  if (!g_pending.n) return;
-  if (g_pending.failed) {  // out of memory while encoding: drop, never a torn record
+  if (g_broken || g_pending.failed || g_strings.failed) {
+    // Out of memory while encoding: drop both, never write a torn record. The ids of the
+    // dropped strings are forgotten too, so later records cannot point at them.
+    if (!g_broken && (g_pending.failed || g_strings.failed)) reset_interning();
     g_pending.clear();
+    g_strings.clear();
     return;
   }
+  if (!g_pending.n && !g_strings.n) return;
   if (g_fd < 0) {
-    if (!open_output()) { g_broken = true; g_pending.clear(); return; }
+    if (!open_output()) { g_broken = true; g_pending.clear(); g_strings.clear(); return; }
     wire::ByteBuf h;
     put_header(h);
-    if (h.failed || !write_all(h.p, h.n)) { g_broken = true; g_pending.clear(); return; }
+    if (h.failed || !write_all(h.p, h.n)) { g_broken = true; g_pending.clear(); g_strings.clear(); return; }
   }
-  if (!write_all(g_pending.p, g_pending.n)) {
+  if (!write_all(g_strings.p, g_strings.n) || !write_all(g_pending.p, g_pending.n)) {
     // Disk full or the file went away: one line, then the program runs on untraced.
     warn("cannot write trace file", "", errno);
     g_broken = true;
   }
   g_pending.clear();
+  g_strings.clear();
 }
 
 }  // namespace imptrace

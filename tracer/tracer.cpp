@@ -33,6 +33,9 @@ using namespace fields;
 using TW = TraceWriter;
 
 bool g_enabled = false;
+// Set when finalisation starts: from then on CPython itself empties sys.modules (values set
+// to None, keys deleted), which is teardown, not the program's doing.
+bool g_finalizing = false;
 bool g_proxies = true;  // IMPTRACE_PROXIES=0 turns proxy instrumentation off
 PyObject* g_sysmodules = nullptr;  // main interpreter's sys.modules (borrowed; lives forever)
 void* g_main_interp = nullptr;
@@ -342,6 +345,28 @@ struct ModulesShadow {
 };
 ModulesShadow g_shadow;
 bool g_shadow_ready = false;
+uint32_t g_shadow_generation = 0;  // string ids in the shadow belong to this file
+
+// Adopts key -> value into the shadow without recording (the change was recorded exactly
+// where it happened, or is the import system's own insertion).
+void shadow_adopt(PyObject* key, PyObject* value) {
+  if (!g_shadow_ready || g_shadow_generation != TW::generation()) return;
+  Py_ssize_t n = 0;
+  const char* k = utf8(key, &n);
+  if (!k) return;
+  ShadowEntry* e = g_shadow.find(k, static_cast<size_t>(n), value != nullptr);
+  if (!e) return;
+  if (!value) {
+    if (e->live) { e->live = false; --g_shadow.live; }
+    return;
+  }
+  if (e->live && e->value == value) return;
+  if (!e->live) ++g_shadow.live;
+  e->live = true;
+  e->value = value;
+  e->info = describe(value);
+  e->stamp = g_shadow.stamp;
+}
 
 bool name_in_flight(const char* k, size_t n);
 
@@ -449,9 +474,13 @@ bool name_in_flight(const char* k, size_t n) {
 
 // One import boundary (3.8-3.11): the caller holds the writer lock.
 void shadow_boundary(ThreadState& t, PyObject* name, bool import_end, bool top_level) {
-  if (!g_shadow_ready) {
+  if (!g_shadow_ready || g_shadow_generation != TW::generation()) {
+    // First boundary, or first in a fork child (whose file must define its strings anew).
+    for (size_t i = 0; i < g_shadow.cap; ++i) g_shadow.slots[i].live = false;
+    g_shadow.live = 0;
     shadow_full_sync(true);
     g_shadow_ready = true;
+    g_shadow_generation = TW::generation();
   }
   // The import in progress around us has put itself into sys.modules since its own start.
   for (int i = 0; i < t.depth && i < kMaxDepth; ++i) {
@@ -470,9 +499,49 @@ void shadow_boundary(ThreadState& t, PyObject* name, bool import_end, bool top_l
     shadow_full_sync(false);
 }
 
+// ---- sys.modules[k] = v / del sys.modules[k] (3.8-3.11) --------------------------------
+ObjObjArgProc g_orig_ass_subscript = nullptr;
+
+int dict_ass_subscript_hook(PyObject* mp, PyObject* key, PyObject* value) {
+  if (mp != g_sysmodules || !g_enabled || g_finalizing) return g_orig_ass_subscript(mp, key, value);
+  ThreadState& t = ts();
+  if (t.busy || !TW::usable()) return g_orig_ass_subscript(mp, key, value);
+  PyObject* old = py.PyDict_GetItem(mp, key);
+  if (old) py.Py_IncRef(old);  // described after the store, so kept alive until then
+  int rc = g_orig_ass_subscript(mp, key, value);
+  if (rc == 0 && old != value) {
+    ++t.busy;
+    PyObject *et, *ev, *tb;
+    py.PyErr_Fetch(&et, &ev, &tb);
+    {
+      WriterLock lock;
+      const InFlight* in = innermost(t);
+      bool key_is_import = in && same_text(key, in->name);
+      if (value && !old && key_is_import) {
+        shadow_adopt(key, value);  // the import system inserting the module it loads
+      } else {
+        Loc stack[kStackDepth];
+        int ns = capture_stack(stack, kStackDepth, false);
+        ObjInfo oi = describe(old), ni = describe(value);
+        bool by_import = ns > 0 && stack[0].importlib;
+        emit_modules_change(intern_obj(key), value ? ModulesChange::SET : ModulesChange::DELETE,
+                            old ? &oi : nullptr, value ? &ni : nullptr, ModulesChange::EXACT,
+                            by_import, stack, ns);
+        shadow_adopt(key, value);
+        if (value) maybe_instrument(value, ni);
+        TW::flush();
+      }
+    }
+    py.PyErr_Restore(et, ev, tb);
+    --t.busy;
+  }
+  if (old) py.Py_DecRef(old);
+  return rc;
+}
+
 // ---- dict watcher (3.12+) -------------------------------------------------------------
 int modules_watcher(int event, PyObject* dict, PyObject* key, PyObject* new_value) {
-  if (!g_enabled || dict != g_sysmodules) return 0;
+  if (!g_enabled || g_finalizing || dict != g_sysmodules) return 0;
   ThreadState& t = ts();
   if (t.busy) return 0;
   ++t.busy;
@@ -833,7 +902,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
     return call_original(orig, args, nargs);
   PyObject* name = args[0];
   bool main_interp = in_main_interpreter();
-  bool shadowing = main_interp && !py.has_dict_watchers() && g_sysmodules;
+  bool shadowing = main_interp && !py.has_dict_watchers() && g_sysmodules && !g_finalizing;
   uint64_t index = __atomic_fetch_add(&g_next_index, 1, __ATOMIC_RELAXED);
   const InFlight* outer = innermost(t);
   uint64_t parent = outer ? outer->index + 1 : 0;
@@ -953,6 +1022,8 @@ void install_in_current_interpreter() {
     if (py.has_dict_watchers()) {
       int id = py.PyDict_AddWatcher(modules_watcher);
       if (id < 0 || py.PyDict_Watch(id, modules) < 0) py.PyErr_Clear();
+    } else if (!g_orig_ass_subscript) {
+      g_orig_ass_subscript = patch_dict_ass_subscript(dict_ass_subscript_hook);
     }
   }
 }
@@ -994,6 +1065,7 @@ int audit_hook(const char* event, PyObject*, void*) {
     py.PyErr_Restore(et, ev, tb);
     --t.busy;
   } else if (event[0] == 'c' && strcmp(event, "cpython._PySys_ClearAuditHooks") == 0) {
+    g_finalizing = true;
     {
       WriterLock lock;
       TW::flush();
