@@ -1,0 +1,22 @@
+# Sourced by test.sh and demo.sh: installs the Debian packages imptrace needs, only when
+# one is missing (idempotent; apt-get update runs at most once).
+IMPTRACE_DEBS=(cmake g++ make libgtest-dev protobuf-compiler python3 python3-pytest
+  python3-pytest-xdist python3-six python3-lazy-loader python3-torch python3.11-dbg)
+
+imptrace_ensure_packages() {
+  local missing=()
+  for p in "${IMPTRACE_DEBS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "imptrace: installing missing Debian packages: ${missing[*]}" >&2
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+imptrace_build() {
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build build -j2
+}
