@@ -1,0 +1,133 @@
+// `imptrace diff GOOD BAD` and `imptrace report GOOD BAD -o FILE.html`: a passing and a
+// failing run side by side, most likely root cause first.
+//
+// The engine (diff.cpp) works on the model only (model.h). Nothing is ever compared by
+// address, pid, time of day or install prefix:
+// - Processes are paired by role: program name, argv with paths normalised (relative to
+//   cwd / sys.path, numbers in paths dropped) and PYTEST_XDIST_WORKER. Processes with the
+//   same role minus the xdist worker id form a *group*; module-level facts are compared as
+//   the union over a group (xdist hands tests to workers nondeterministically).
+// - What sat under each sys.modules key is compared as a structural signature: the
+//   sequence of (via import|assignment, type, proxy or not, relativized file/origin,
+//   "same object as under X" | "same as entry #i" | "new object").
+// - Child bindings by (parent, attribute, status, bound_on is the object under the parent
+//   key then and at the end / was later replaced / was not it, bound_on is a proxy).
+// - Proxy accesses by (proxy type, attribute, outcome, forwarded_to name, relativized
+//   file:function of the caller); the tests they happened in are evidence, not identity.
+//
+// Ranking (most likely root cause first): sys_modules_replaced, proxy_in_sys_modules,
+// binding_on_proxy, binding_mismatch, proxy_forward_failed, import_failed,
+// duplicate_module, module_missing, module_added, loader_changed, origin_changed,
+// import_order_changed, import_slower; then severity; then the position of the module's
+// first import in the bad run (earlier first). Findings about the same sys.modules key
+// (its replacement, children bound on the old object, failed lookups through the proxy
+// that replaced it, its failed import) form one story: the highest ranked is the primary
+// finding and the others are its `related` entries.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "model.h"
+
+namespace imptrace {
+namespace diff {
+
+enum class Severity { Info = 0, Warning = 1, Error = 2 };
+const char* severity_name(Severity s);  // "info", "warning", "error"
+
+struct Options {
+  // import_slower: the bad run's self time of a module's first import must be at least
+  // `slower_ratio` times the good run's AND at least `slower_min_ns` more. Below either,
+  // no finding at all.
+  double slower_ratio = 2.0;
+  uint64_t slower_min_ns = 5000000;  // 5 ms
+  size_t context = 3;                // events of context around a first divergence
+};
+
+struct Finding {
+  std::string kind;
+  Severity severity = Severity::Info;
+  std::string module;
+  std::string summary;              // one line
+  std::string good;                 // evidence from the good run ("" = nothing there)
+  std::string bad;                  // evidence from the bad run
+  std::vector<model::Location> where;  // relativized
+  std::string test;                 // pytest node id, "" none
+  std::vector<std::string> tests;   // every test it happened in (aggregated findings)
+  std::string process;              // role of the process (group) it was found in
+  std::vector<Finding> related;     // the rest of the story (primary findings only)
+
+  // Ranking helpers (filled by the engine).
+  int category = 0;                 // lower = more likely root cause
+  uint64_t order = 0;               // position of the module's first import in bad
+  std::string story;                // grouping key: the sys.modules key the story is about
+};
+
+// The first place where the import sequence of a paired process differs.
+struct Divergence {
+  bool diverges = false;
+  size_t good_pos = 0, bad_pos = 0;                  // index into the main thread's imports
+  size_t good_total = 0, bad_total = 0;
+  std::vector<std::string> good_context, bad_context;  // names, the divergent one marked
+  std::string good_name, bad_name;                   // "" past the end
+};
+
+struct ProcessSummary {
+  int64_t pid = 0;
+  std::string role;
+  std::vector<std::string> argv;
+  size_t imports = 0;
+  std::string python;
+};
+
+struct PairInfo {
+  std::string role;
+  int good = -1, bad = -1;  // indices into the run's process list, -1 unpaired
+  Divergence divergence;
+};
+
+struct RunSummary {
+  std::vector<std::string> paths;
+  std::vector<ProcessSummary> processes;
+  size_t imports = 0;
+};
+
+struct Result {
+  RunSummary good, bad;
+  std::vector<PairInfo> pairs;
+  std::vector<Finding> findings;  // ranked, grouped
+  Options options;
+  // 1 when any finding (related ones included) has severity warning or above, else 0.
+  int exit_status() const;
+  size_t count(Severity at_least) const;
+};
+
+// The engine. `good_paths`/`bad_paths` only label the output.
+Result diff_runs(const std::vector<model::Process>& good, const std::vector<model::Process>& bad,
+                 const Options& opts = Options());
+
+// A process's role key as used for pairing (exposed for tests).
+std::string role_of(const model::Process& p);
+
+// Renderers.
+void write_text(const Result& r, std::ostream& out, bool color);
+void write_json(const Result& r, std::ostream& out);
+// Markdown for an issue tracker: summary table, details in <details> blocks; the whole
+// document stays under `max_bytes` (a note says what was left out).
+constexpr size_t kMarkdownMaxBytes = 60 * 1024 - 1024;
+void write_markdown(const Result& r, std::ostream& out, size_t max_bytes = kMarkdownMaxBytes);
+// One self-contained HTML page: findings, the why-story of the top finding's module in both
+// runs, a timeline per process.
+void write_html(const Result& r, const std::vector<model::Process>& good,
+                const std::vector<model::Process>& bad, std::ostream& out);
+
+}  // namespace diff
+
+// Command entry points (main.cpp dispatches).
+int run_diff(const std::vector<std::string>& args);
+int run_report(const std::vector<std::string>& args);
+
+}  // namespace imptrace
