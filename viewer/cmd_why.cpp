@@ -247,8 +247,12 @@ void why_text(const WhyReport& r, std::ostream& out) {
         << "proxy access.\n";
     return;
   }
+  std::set<int64_t> pids;
+  for (const auto& e : r.entries) pids.insert(e.process);
   out << key << ": " << r.entries.size() << " object" << (r.entries.size() == 1 ? "" : "s")
-      << " sat under this name, oldest first.\n";
+      << " sat under this name";
+  if (pids.size() > 1) out << " across " << pids.size() << " processes";
+  out << ", oldest first.\n";
   int64_t last_pid = -1;
   size_t n = 0;
   for (const auto& e : r.entries) {

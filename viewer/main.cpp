@@ -33,6 +33,8 @@ const char kHelp[] =
     "\n"
     "Exit status: 0 success, 2 usage or input error.\n";
 
+// To add a command (e.g. `diff`): declare run_<name> in commands.h, implement it in
+// cmd_<name>.cpp (added to imptrace_analysis in CMakeLists.txt), and list it here.
 struct Command {
   const char* name;
   int (*run)(const std::vector<std::string>&);
