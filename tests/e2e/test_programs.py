@@ -1,0 +1,66 @@
+"""Issue 3: every identity program prints and exits exactly as without the tracer, on
+every interpreter, and its trace tells the identity story it exercises."""
+import pytest
+
+from e2e_util import PROGRAMS, export, ident, interpreters, run, traces, why
+
+PROGRAM_NAMES = ["import_zoo", "self_replace", "pep562_lazy", "lazy_loader_pkg", "importlib_lazyloader",
+                 "six_moves", "setattr_proxy", "circular", "failed_no_entry", "reload", "threads_import",
+                 "traceback_shape"]
+
+
+def traced_run(py, name, tmp_path):
+    plain = run([py, "%s/%s.py" % (PROGRAMS, name)], traced=False)
+    traced = run([py, "%s/%s.py" % (PROGRAMS, name)], traced=True, outdir=str(tmp_path))
+    assert plain.returncode == 0, plain.stderr
+    assert (traced.returncode, traced.stdout, traced.stderr) == (plain.returncode, plain.stdout, plain.stderr)
+    files = traces(str(tmp_path))
+    assert len(files) == 1
+    return files
+
+
+@pytest.mark.parametrize("name", PROGRAM_NAMES)
+@pytest.mark.parametrize("py", interpreters(), ids=ident)
+def test_program_unchanged_under_tracer(py, name, tmp_path):
+    traced_run(py, name, tmp_path)
+
+
+@pytest.mark.parametrize("py", interpreters(), ids=ident)
+def test_self_replacement_recorded(py, tmp_path):
+    files = traced_run(py, "self_replace", tmp_path)
+    story = why(files, "selfrep_mod")
+    types = [e["type"] for e in story["entries"]]
+    assert types[-1].endswith("_SelfReplacing") and story["entries"][-1]["is_module"] is False
+    last = story["entries"][-1]
+    assert last["via"] == "assignment"
+    if last.get("precision") == "exact":
+        assert last["set_by"]["file"] == "selfrep_mod.py"
+
+
+@pytest.mark.parametrize("py", interpreters(), ids=ident)
+def test_setattr_proxy_binding_recorded(py, tmp_path):
+    files = traced_run(py, "setattr_proxy", tmp_path)
+    story = why(files, "bindpkg")
+    assert any(e["is_proxy"] for e in story["entries"])
+    assert any(not e["is_proxy"] and e["is_module"] for e in story["entries"])
+    proc = export(*files)["processes"][0]
+    sets = [a for a in proc["proxy_accesses"] if a["attribute"] == "child" and a.get("kind") == "setattr"]
+    assert sets, proc["proxy_accesses"]
+
+
+@pytest.mark.parametrize("py", interpreters(), ids=ident)
+def test_failed_import_leaves_no_entry(py, tmp_path):
+    files = traced_run(py, "failed_no_entry", tmp_path)
+    proc = export(*files)["processes"][0]
+    boom = [i for i in proc["imports"] if i["name"] == "boom_mod"]
+    assert len(boom) == 2 and not any(i["ok"] for i in boom)
+    assert all(i["object"] is None or i["object"].get("id") is None for i in boom)
+
+
+@pytest.mark.parametrize("py", interpreters(), ids=ident)
+def test_pep562_module_getattr_recorded(py, tmp_path):
+    files = traced_run(py, "pep562_lazy", tmp_path)
+    proc = export(*files)["processes"][0]
+    acc = [a for a in proc["proxy_accesses"] if a.get("kind") == "module_getattr"]
+    assert any(a["attribute"] == "heavy" and a["outcome"] == "ok" for a in acc), acc
+    assert any(a["outcome"].startswith("AttributeError") for a in acc), acc

@@ -1,0 +1,50 @@
+"""Bad input to the viewer: one clear line on stderr, exit status 2, never a crash."""
+import os
+import subprocess
+
+import pytest
+
+from e2e_util import VIEWER, run, traces
+
+
+def call(*args):
+    return subprocess.run([VIEWER] + list(args), capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def good_trace(tmp_path_factory):
+    d = tmp_path_factory.mktemp("t")
+    run(["/usr/bin/python3", "-c", "import json, csv"], traced=True, outdir=str(d))
+    return traces(str(d))[0]
+
+
+def test_missing_empty_garbage(tmp_path):
+    empty = tmp_path / "empty.pb"
+    empty.write_bytes(b"")
+    junk = tmp_path / "junk.pb"
+    junk.write_bytes(os.urandom(4096))
+    for args in (["show", str(tmp_path / "nope.pb")], ["show", str(empty)], ["tree", str(junk)],
+                 ["frobnicate"], ["export", str(empty), "--format", "yaml"], []):
+        r = call(*args)
+        assert r.returncode == 2, (args, r.returncode)
+        assert len(r.stderr.strip().splitlines()) >= 1 and "Traceback" not in r.stderr
+
+
+def test_truncated_trace_reads_prefix(good_trace, tmp_path):
+    data = open(good_trace, "rb").read()
+    cut = tmp_path / "cut.pb"
+    cut.write_bytes(data[: len(data) - 7])
+    r = call("show", str(cut))
+    assert r.returncode == 0 and "truncat" in r.stderr.lower()
+    for n in range(0, len(data), max(1, len(data) // 300)):
+        cut.write_bytes(data[:n])
+        r = call("export", str(cut), "--format", "json")
+        assert r.returncode in (0, 2), (n, r.returncode, r.stderr)
+
+
+@pytest.mark.parametrize("cmd", [["show"], ["tree"], ["export", "--format", "json"], ["export", "--format", "chrome"]])
+def test_commands_on_real_trace(good_trace, cmd):
+    args = [cmd[0], good_trace] + cmd[1:]
+    r = call(*args)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout
