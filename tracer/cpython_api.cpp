@@ -99,6 +99,8 @@ bool resolve_cpython_api() {
   ok &= need(py.None, "_Py_NoneStruct");
   if (!ok) return false;
 
+  if (!need(py.Py_IsFinalizing, "Py_IsFinalizing")) ok &= need(py.Py_IsFinalizing, "_Py_IsFinalizing");
+  if (!ok) return false;
   want(py.PyFrame_GetBack, "PyFrame_GetBack");
   want(py.PyFrame_GetCode, "PyFrame_GetCode");
   if (py.minor >= 12) {

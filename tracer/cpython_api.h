@@ -118,6 +118,9 @@ struct CPythonApi {
   int64_t (*PyInterpreterState_GetID)(void*);
   void* (*PyInterpreterState_Main)();
 
+  // Py_IsFinalizing (3.13) / _Py_IsFinalizing (3.8-3.12): true once Py_FinalizeEx began.
+  int (*Py_IsFinalizing)();
+
   // Dict watchers (3.12+): exact attribution of sys.modules writes.
   int (*PyDict_AddWatcher)(DictWatchCallback);
   int (*PyDict_Watch)(int, PyObject*);

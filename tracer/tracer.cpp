@@ -503,7 +503,7 @@ void shadow_boundary(ThreadState& t, PyObject* name, bool import_end, bool top_l
 ObjObjArgProc g_orig_ass_subscript = nullptr;
 
 int dict_ass_subscript_hook(PyObject* mp, PyObject* key, PyObject* value) {
-  if (mp != g_sysmodules || !g_enabled || g_finalizing) return g_orig_ass_subscript(mp, key, value);
+  if (mp != g_sysmodules || !g_enabled || g_finalizing || py.Py_IsFinalizing()) return g_orig_ass_subscript(mp, key, value);
   ThreadState& t = ts();
   if (t.busy || !TW::usable()) return g_orig_ass_subscript(mp, key, value);
   PyObject* old = py.PyDict_GetItem(mp, key);
@@ -541,7 +541,7 @@ int dict_ass_subscript_hook(PyObject* mp, PyObject* key, PyObject* value) {
 
 // ---- dict watcher (3.12+) -------------------------------------------------------------
 int modules_watcher(int event, PyObject* dict, PyObject* key, PyObject* new_value) {
-  if (!g_enabled || g_finalizing || dict != g_sysmodules) return 0;
+  if (!g_enabled || g_finalizing || dict != g_sysmodules || py.Py_IsFinalizing()) return 0;
   ThreadState& t = ts();
   if (t.busy) return 0;
   ++t.busy;
@@ -902,7 +902,8 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
     return call_original(orig, args, nargs);
   PyObject* name = args[0];
   bool main_interp = in_main_interpreter();
-  bool shadowing = main_interp && !py.has_dict_watchers() && g_sysmodules && !g_finalizing;
+  bool shadowing = main_interp && !py.has_dict_watchers() && g_sysmodules && !g_finalizing &&
+                   !py.Py_IsFinalizing();
   uint64_t index = __atomic_fetch_add(&g_next_index, 1, __ATOMIC_RELAXED);
   const InFlight* outer = innermost(t);
   uint64_t parent = outer ? outer->index + 1 : 0;
