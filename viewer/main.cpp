@@ -9,12 +9,14 @@
 #include <vector>
 
 #include "commands.h"
+#include "diff.h"
 
 namespace {
 
 const char kUsage[] =
     "usage: imptrace {show PATH... | tree PATH | why PATH... MODULE [--format text|json] |"
-    " export PATH... --format json|chrome | help | --version}";
+    " export PATH... --format json|chrome | diff GOOD BAD [--format text|json|markdown] |"
+    " report GOOD BAD -o FILE.html | help | --version}";
 
 const char kHelp[] =
     "imptrace: see what CPython's import system did in a traced run.\n"
@@ -28,6 +30,11 @@ const char kHelp[] =
     "  export PATH... [--format json|chrome]\n"
     "                                   all events as JSON (imptrace.export/1) or as\n"
     "                                   Trace Event JSON for Perfetto/chrome://tracing\n"
+    "  diff GOOD BAD [--format text|json|markdown] [--slower-threshold 2x,5ms]\n"
+    "                                   a passing and a failing run side by side, most\n"
+    "                                   likely root cause first; exit 1 when any finding\n"
+    "                                   is warning or above\n"
+    "  report GOOD BAD -o FILE.html     the diff as one self-contained HTML page\n"
     "  help                             this text\n"
     "  --version                        the version\n"
     "\n"
@@ -45,6 +52,8 @@ const Command kCommands[] = {
     {"tree", imptrace::run_tree},
     {"why", imptrace::run_why},
     {"export", imptrace::run_export},
+    {"diff", imptrace::run_diff},
+    {"report", imptrace::run_report},
 };
 
 int dispatch(int argc, char** argv) {

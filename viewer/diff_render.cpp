@@ -1,0 +1,366 @@
+// Renderers of a diff::Result: text (aligned, ANSI colour on a terminal), JSON
+// (imptrace.diff/1) and markdown (capped in size), plus the `diff` command itself.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+
+#include "commands.h"
+#include "diff.h"
+
+namespace imptrace {
+namespace diff {
+namespace {
+
+std::string loc_text(const model::Location& l) { return format_location(l); }
+
+const char* colour_of(Severity s) {
+  switch (s) {
+    case Severity::Error: return "\x1b[1;31m";
+    case Severity::Warning: return "\x1b[33m";
+    case Severity::Info: return "\x1b[36m";
+  }
+  return "";
+}
+
+std::string pad(const std::string& s, size_t w) {
+  return s.size() >= w ? s : s + std::string(w - s.size(), ' ');
+}
+
+// Control characters from traced processes must not reach a terminal.
+std::string clean(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) out += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? '?' : c;
+  return out;
+}
+
+void text_finding(const Finding& f, std::ostream& out, bool color, const std::string& indent,
+                  const std::string& label) {
+  const char* on = color ? colour_of(f.severity) : "";
+  const char* off = color ? "\x1b[0m" : "";
+  out << indent << label << on << pad(severity_name(f.severity), 8) << off
+      << pad(f.kind, 22) << " " << clean(f.module.empty() ? "-" : f.module) << "\n";
+  std::string in = indent + std::string(label.size(), ' ') + "  ";
+  out << in << clean(f.summary) << "\n";
+  if (!f.good.empty()) out << in << "good: " << clean(f.good) << "\n";
+  if (!f.bad.empty()) out << in << "bad:  " << clean(f.bad) << "\n";
+  for (size_t i = 0; i < f.where.size(); ++i)
+    out << in << (i == 0 ? "where: " : "       ") << clean(loc_text(f.where[i])) << "\n";
+  if (!f.test.empty()) out << in << "test: " << clean(f.test) << "\n";
+  if (f.tests.size() > 1) out << in << "in " << f.tests.size() << " tests\n";
+  if (!f.process.empty()) out << in << "process: " << clean(f.process) << "\n";
+}
+
+void run_json(JsonWriter& w, const RunSummary& s) {
+  w.begin_object();
+  w.string_array("paths", s.paths);
+  w.field("imports", s.imports);
+  w.key("processes");
+  w.begin_array();
+  for (const auto& p : s.processes) {
+    w.begin_object();
+    w.field("pid", p.pid);
+    w.field("role", p.role);
+    w.string_array("argv", p.argv);
+    w.field("imports", p.imports);
+    w.field_or_null("python", p.python);
+    w.end_object();
+  }
+  w.end_array();
+  w.end_object();
+}
+
+void finding_json(JsonWriter& w, const Finding& f, bool with_related) {
+  w.begin_object();
+  w.field("kind", f.kind);
+  w.field("severity", severity_name(f.severity));
+  w.field_or_null("module", f.module);
+  w.field("summary", f.summary);
+  w.field_or_null("good", f.good);
+  w.field_or_null("bad", f.bad);
+  w.key("where");
+  w.begin_array();
+  for (const auto& l : f.where) write_location_json(w, l);
+  w.end_array();
+  w.field_or_null("test", f.test);
+  w.string_array("tests", f.tests);
+  w.field_or_null("process", f.process);
+  if (with_related) {
+    w.key("related");
+    w.begin_array();
+    for (const auto& r : f.related) finding_json(w, r, false);
+    w.end_array();
+  }
+  w.end_object();
+}
+
+// Markdown: table cells must not break the table; HTML inside <details> must not inject.
+std::string md_cell(const std::string& s, size_t max = 160) {
+  std::string out;
+  for (char c : s) {
+    if (out.size() >= max) { out += "…"; break; }
+    switch (c) {
+      case '|': out += "\\|"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '`': out += "'"; break;
+      case '\n': case '\r': case '\t': out += ' '; break;
+      default: out += (static_cast<unsigned char>(c) < 0x20) ? '?' : c;
+    }
+  }
+  return out;
+}
+
+// Inside a fenced code block: only the fence itself could end it.
+std::string md_code(const std::string& s) {
+  std::string out = clean(s);
+  size_t p;
+  while ((p = out.find("```")) != std::string::npos) out.replace(p, 3, "'''");
+  return out;
+}
+
+}  // namespace
+
+void write_text(const Result& r, std::ostream& out, bool color) {
+  size_t e = 0, w = 0, i = 0;
+  for (const auto& f : r.findings) {
+    (f.severity == Severity::Error ? e : f.severity == Severity::Warning ? w : i)++;
+  }
+  out << "imptrace diff: good " << r.good.processes.size() << " process"
+      << (r.good.processes.size() == 1 ? "" : "es") << " / " << r.good.imports << " imports, bad "
+      << r.bad.processes.size() << " process" << (r.bad.processes.size() == 1 ? "" : "es")
+      << " / " << r.bad.imports << " imports\n";
+  out << r.findings.size() << " finding" << (r.findings.size() == 1 ? "" : "s") << " (" << e
+      << " error, " << w << " warning, " << i << " info), most likely root cause first\n\n";
+  size_t n = 0;
+  for (const auto& f : r.findings) {
+    std::string label = pad(std::to_string(++n) + ".", 4);
+    text_finding(f, out, color, "", label);
+    for (const auto& rel : f.related) {
+      out << "      related:\n";
+      text_finding(rel, out, color, "      ", "- ");
+    }
+    out << "\n";
+  }
+  bool any = false;
+  for (const auto& p : r.pairs) {
+    if (!p.divergence.diverges) continue;
+    if (!any) out << "First divergence of the import sequence (main thread):\n";
+    any = true;
+    const auto& d = p.divergence;
+    out << "  " << clean(p.role) << ": at import #" << d.good_pos << " good has "
+        << (d.good_name.empty() ? "<end>" : clean(d.good_name)) << ", bad has "
+        << (d.bad_name.empty() ? "<end>" : clean(d.bad_name)) << " (" << d.good_total << " vs "
+        << d.bad_total << " imports)\n";
+    size_t rows = std::max(d.good_context.size(), d.bad_context.size());
+    size_t width = 10;
+    for (const auto& s : d.good_context) width = std::max(width, s.size());
+    width = std::min<size_t>(width, 60);
+    out << "    " << pad("good", width) << "  bad\n";
+    for (size_t k = 0; k < rows; ++k) {
+      std::string gl = k < d.good_context.size() ? clean(d.good_context[k]) : "";
+      std::string bl = k < d.bad_context.size() ? clean(d.bad_context[k]) : "";
+      out << "    " << pad(gl, width) << "  " << bl << "\n";
+    }
+  }
+  if (!any && !r.pairs.empty()) out << "Import sequences of paired processes: identical.\n";
+  out << (r.exit_status() ? "Result: differences at warning or above.\n"
+                          : "Result: no finding at warning or above.\n");
+}
+
+void write_json(const Result& r, std::ostream& out) {
+  JsonWriter w(out, true);
+  w.begin_object();
+  w.field("schema", "imptrace.diff/1");
+  w.key("good");
+  run_json(w, r.good);
+  w.key("bad");
+  run_json(w, r.bad);
+  w.key("findings");
+  w.begin_array();
+  for (const auto& f : r.findings) finding_json(w, f, true);
+  w.end_array();
+  w.key("pairs");
+  w.begin_array();
+  for (const auto& p : r.pairs) {
+    w.begin_object();
+    w.field("role", p.role);
+    if (p.good >= 0) w.field("good_pid", r.good.processes[p.good].pid); else w.null_field("good_pid");
+    if (p.bad >= 0) w.field("bad_pid", r.bad.processes[p.bad].pid); else w.null_field("bad_pid");
+    w.key("first_divergence");
+    if (!p.divergence.diverges) {
+      w.null();
+    } else {
+      const auto& d = p.divergence;
+      w.begin_object();
+      w.field("position", d.good_pos);
+      w.field_or_null("good", d.good_name);
+      w.field_or_null("bad", d.bad_name);
+      w.string_array("good_context", d.good_context);
+      w.string_array("bad_context", d.bad_context);
+      w.end_object();
+    }
+    w.end_object();
+  }
+  w.end_array();
+  w.key("thresholds");
+  w.begin_object();
+  w.field("slower_ratio", r.options.slower_ratio);
+  w.field("slower_min_ms", static_cast<double>(r.options.slower_min_ns) / 1e6);
+  w.end_object();
+  w.field("exit_status", r.exit_status());
+  w.end_object();
+  w.finish();
+}
+
+void write_markdown(const Result& r, std::ostream& out, size_t max_bytes) {
+  std::string doc;
+  doc += "## imptrace diff\n\n";
+  doc += "good: " + std::to_string(r.good.processes.size()) + " process(es), " +
+         std::to_string(r.good.imports) + " imports; bad: " +
+         std::to_string(r.bad.processes.size()) + " process(es), " +
+         std::to_string(r.bad.imports) + " imports. **" +
+         std::to_string(r.count(Severity::Warning)) + "** finding(s) at warning or above.\n\n";
+  const std::string reserve_note =
+      "\n> **Truncated** to stay under 60 KB: NNNNNN of NNNNNN findings shown; run "
+      "`imptrace diff --format json` for all.\n";
+  const size_t budget = max_bytes > reserve_note.size() + 64 ? max_bytes - reserve_note.size() - 64 : 0;
+
+  // Summary table rows first, then details; both count against the budget.
+  std::string table = "| # | severity | kind | module | summary |\n|---|---|---|---|---|\n";
+  std::vector<std::string> rows, details;
+  size_t n = 0;
+  for (const auto& f : r.findings) {
+    ++n;
+    rows.push_back("| " + std::to_string(n) + " | " + severity_name(f.severity) + " | " + f.kind +
+                   " | " + md_cell(f.module, 80) + " | " + md_cell(f.summary) + " |\n");
+    std::ostringstream d;
+    d << "<details><summary>" << n << ". " << severity_name(f.severity) << " " << f.kind << ": "
+      << md_cell(f.module, 80) << "</summary>\n\n```\n";
+    std::ostringstream body;
+    text_finding(f, body, false, "", "");
+    for (const auto& rel : f.related) {
+      body << "related:\n";
+      text_finding(rel, body, false, "  ", "- ");
+    }
+    std::string b = body.str();
+    if (b.size() > 8000) b = b.substr(0, 8000) + "\n... (cut)\n";
+    d << md_code(b) << "```\n\n</details>\n\n";
+    details.push_back(d.str());
+  }
+  std::string div;
+  for (const auto& p : r.pairs) {
+    if (!p.divergence.diverges) continue;
+    const auto& d = p.divergence;
+    std::string s = "<details><summary>first divergence: " + md_cell(p.role, 100) +
+                    "</summary>\n\n```\ngood:\n";
+    for (const auto& x : d.good_context) s += md_code(x) + "\n";
+    s += "bad:\n";
+    for (const auto& x : d.bad_context) s += md_code(x) + "\n";
+    s += "```\n\n</details>\n\n";
+    div += s;
+    if (div.size() > 8000) break;
+  }
+
+  size_t shown = 0;
+  std::string tbl = table;
+  for (const auto& row : rows) {
+    if (doc.size() + tbl.size() + row.size() + 2 > budget / 2 && shown > 0) break;
+    tbl += row;
+    ++shown;
+  }
+  doc += tbl + "\n";
+  size_t detailed = 0;
+  for (size_t i = 0; i < shown; ++i) {
+    if (doc.size() + details[i].size() > budget) break;
+    doc += details[i];
+    ++detailed;
+  }
+  if (doc.size() + div.size() <= budget) doc += div;
+  if (shown < r.findings.size() || detailed < shown) {
+    doc += "\n> **Truncated** to stay under 60 KB: " + std::to_string(shown) + " of " +
+           std::to_string(r.findings.size()) + " findings in the table, " +
+           std::to_string(detailed) + " with details; run `imptrace diff --format json` for all.\n";
+  }
+  if (doc.size() > max_bytes) doc.resize(max_bytes);  // cannot happen; belt and braces
+  out << doc;
+}
+
+}  // namespace diff
+
+namespace {
+
+bool parse_double(const std::string& s, double& out) {
+  std::string t = s;
+  if (!t.empty() && (t.back() == 'x' || t.back() == 'X')) t.pop_back();
+  if (t.size() > 2 && t.compare(t.size() - 2, 2, "ms") == 0) t.resize(t.size() - 2);
+  if (t.empty()) return false;
+  char* end = nullptr;
+  out = strtod(t.c_str(), &end);
+  return end && *end == 0 && out >= 0 && out < 1e12;
+}
+
+}  // namespace
+
+// --slower-threshold FACTOR[,MS] (e.g. "2x", "3x,10ms"), --slower-min-ms MS.
+diff::Options parse_diff_options(const ParsedArgs& a) {
+  diff::Options o;
+  if (a.has("--slower-threshold")) {
+    std::string v = a.get("--slower-threshold", "");
+    std::string ratio = v, ms;
+    size_t comma = v.find(',');
+    if (comma != std::string::npos) {
+      ratio = v.substr(0, comma);
+      ms = v.substr(comma + 1);
+    }
+    double d;
+    if (!parse_double(ratio, d) || d < 1.0)
+      throw UsageError("--slower-threshold wants FACTOR[,MS] with FACTOR >= 1, e.g. 2x,5ms");
+    o.slower_ratio = d;
+    if (!ms.empty()) {
+      if (!parse_double(ms, d)) throw UsageError("--slower-threshold: bad milliseconds '" + ms + "'");
+      o.slower_min_ns = static_cast<uint64_t>(d * 1e6);
+    }
+  }
+  if (a.has("--slower-min-ms")) {
+    double d;
+    if (!parse_double(a.get("--slower-min-ms", ""), d)) throw UsageError("--slower-min-ms wants a number");
+    o.slower_min_ns = static_cast<uint64_t>(d * 1e6);
+  }
+  if (a.has("--context")) {
+    double d;
+    if (!parse_double(a.get("--context", ""), d) || d > 1000) throw UsageError("--context wants a number");
+    o.context = static_cast<size_t>(d);
+  }
+  return o;
+}
+
+int run_diff(const std::vector<std::string>& args) {
+  ParsedArgs a = parse_args(args, {"--format", "--slower-threshold", "--slower-min-ms", "--context", "--color"});
+  if (a.positional.size() != 2) throw UsageError("diff needs GOOD BAD (each a trace file or a directory)");
+  std::string format = a.get("--format", "text");
+  if (format != "text" && format != "json" && format != "markdown" && format != "md")
+    throw UsageError("unknown diff format '" + format + "' (text, json or markdown)");
+  std::string color = a.get("--color", "auto");
+  if (color != "auto" && color != "always" && color != "never")
+    throw UsageError("--color wants auto, always or never");
+  diff::Options opts = parse_diff_options(a);
+  auto good = load_or_throw({a.positional[0]});
+  auto bad = load_or_throw({a.positional[1]});
+  diff::Result r = diff::diff_runs(good, bad, opts);
+  r.good.paths = {a.positional[0]};
+  r.bad.paths = {a.positional[1]};
+  if (format == "json") diff::write_json(r, std::cout);
+  else if (format == "markdown" || format == "md") diff::write_markdown(r, std::cout);
+  else {
+    bool tty = color == "always" || (color == "auto" && isatty(STDOUT_FILENO) && !getenv("NO_COLOR"));
+    diff::write_text(r, std::cout, tty);
+  }
+  return r.exit_status();
+}
+
+}  // namespace imptrace
