@@ -772,7 +772,10 @@ PyObject* module_getattr_hook(PyObject* orig, PyObject* const* args, Py_ssize_t 
   PyObject* module = nullptr;
   Ref globals(py.PyObject_GetAttrString(orig, "__globals__"));
   if (!globals) py.PyErr_Clear();
-  else if (g_sysmodules) module = py.PyDict_GetItem(g_sysmodules, py.PyDict_GetItemString(globals.get(), "__name__"));
+  else if (g_sysmodules) {
+    PyObject* modname = py.PyDict_GetItemString(globals.get(), "__name__");
+    if (modname) module = py.PyDict_GetItem(g_sysmodules, modname);
+  }
   return call_and_record(ProxyAccess::MODULE_GETATTR, orig, module ? module : orig, args[0], args[0],
                          nullptr, nullptr, module);
 }
