@@ -650,6 +650,7 @@ class Engine {
         const Entry& old = bh.entries[i - 1];
         f.summary = k + " replaced: " + describe(old.obj, old.origin) + " -> " +
                     describe(e.obj, e.origin) +
+                    (e.relation != "new object" ? " (" + e.relation + ")" : std::string()) +
                     (e.via_import ? " by the import system" : " by assignment");
       } else {
         f.summary = k + " holds " + describe(e.obj, e.origin) +
@@ -732,6 +733,12 @@ class Engine {
         f.summary = what + ": " + model::binding_status_name(bd.status);
       if (bd.status != model::BindingStatus::Bound && bf.rel != "current")
         f.summary += std::string(" (status ") + model::binding_status_name(bd.status) + ")";
+      if (bf.rel == "later_replaced")
+        f.brief = bd.child_module() + " was bound on the replaced object";
+      else if (on_proxy)
+        f.brief = bd.child_module() + " was bound on a proxy";
+      else
+        f.brief = bd.child_module() + " binding " + bf.rel;
       f.bad = "status " + std::string(model::binding_status_name(bd.status)) + ", bound_on " +
               bf.rel + (bd.bound_on.is_proxy() ? ", a proxy" : "");
       // Good evidence: how the same child was bound there.
@@ -789,6 +796,11 @@ class Engine {
       if (!af.where.empty()) f.summary += " at " + fmt_loc(af.where);
       if (!f.test.empty()) f.summary += " in " + f.test;
       if (f.tests.size() > 1) f.summary += " and " + std::to_string(f.tests.size() - 1) + " more tests";
+      f.brief = "." + a.attribute + " through it failed (" + a.error_type + ")" +
+                (af.where.empty() ? std::string() : " at " + fmt_loc(af.where)) +
+                (f.tests.empty() ? std::string()
+                                 : " in " + std::to_string(f.tests.size()) + " test" +
+                                       (f.tests.size() == 1 ? "" : "s"));
       f.bad = std::to_string(all.size()) + " failing lookup" + (all.size() == 1 ? "" : "s") +
               " of ." + a.attribute + ": " + a.outcome();
       // Good evidence: the same attribute looked up through a proxy there?
@@ -827,6 +839,7 @@ class Engine {
         f.order = b.pos_of(name);
         f.test = im.test;
         f.summary = "import " + name + " failed: " + im.error_text();
+        f.brief = "import " + name + " failed (" + im.error_type + ")";
         Location l = x.first->norm->loc(im.importer);
         if (!l.empty()) {
           f.summary += " (imported at " + fmt_loc(l) + ")";
@@ -1071,22 +1084,11 @@ void rank_and_group(std::vector<Finding>& fs) {
       if (r.severity > f.severity) f.severity = r.severity;
       if (r.kind == "binding_mismatch" || r.kind == "binding_on_proxy") ++bind;
       else if (r.kind == "proxy_forward_failed") lookups += std::max<size_t>(1, r.tests.size());
-      else ++other;
+      else if (r.brief.empty() && r.kind != "proxy_in_sys_modules") ++other;
       if (f.test.empty() && !r.test.empty()) f.test = r.test;
     }
-    for (const auto& r : f.related) {
-      if (r.kind == "binding_mismatch" || r.kind == "binding_on_proxy") {
-        tail += "; " + r.summary;
-        break;
-      }
-    }
-    for (const auto& r : f.related) {
-      if (r.kind == "proxy_forward_failed") {
-        tail += "; " + r.summary;
-        break;
-      }
-    }
-    if (other) tail += "; +" + std::to_string(other) + " related";
+    for (const auto& r : f.related)
+      if (!r.brief.empty()) tail += "; " + r.brief;
     (void)bind;
     (void)lookups;
     f.summary += tail;

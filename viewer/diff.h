@@ -64,6 +64,7 @@ struct Finding {
   int category = 0;                 // lower = more likely root cause
   uint64_t order = 0;               // position of the module's first import in bad
   std::string story;                // grouping key: the sys.modules key the story is about
+  std::string brief;                // short clause for the primary's one-line story
 };
 
 // The first place where the import sequence of a paired process differs.

@@ -140,10 +140,8 @@ void write_text(const Result& r, std::ostream& out, bool color) {
   for (const auto& f : r.findings) {
     std::string label = pad(std::to_string(++n) + ".", 4);
     text_finding(f, out, color, "", label);
-    for (const auto& rel : f.related) {
-      out << "      related:\n";
-      text_finding(rel, out, color, "      ", "- ");
-    }
+    if (!f.related.empty()) out << "      related (same story):\n";
+    for (const auto& rel : f.related) text_finding(rel, out, color, "      ", "- ");
     out << "\n";
   }
   bool any = false;

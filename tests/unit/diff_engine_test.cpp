@@ -1,0 +1,301 @@
+// imptrace diff: alignment, ranking, grouping, noise floor and output shapes, on
+// hand-built traces (diff_runs.h).
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "diff.h"
+#include "diff_runs.h"
+#include "json_check.h"
+
+namespace imptrace {
+namespace {
+
+using diff::Finding;
+using diff::Severity;
+using testing::npugraph_run;
+using testing::RunBuilder;
+using testing::Variation;
+
+Variation other_machine() {
+  Variation v;
+  v.pid = 77777;
+  v.id_base = 0x5500aa000000ull;
+  v.site = "/usr/local/lib/python3.10/dist-packages";
+  v.workspace = "/home/ci/build-42/torchair";
+  v.t0 = 987654;
+  v.scale = 1;
+  v.threads_swapped = true;
+  return v;
+}
+
+std::string dump(const diff::Result& r) {
+  std::ostringstream s;
+  diff::write_text(r, s, false);
+  return s.str();
+}
+
+const Finding* find_kind(const std::vector<Finding>& fs, const std::string& kind) {
+  for (const auto& f : fs) {
+    if (f.kind == kind) return &f;
+    for (const auto& r : f.related)
+      if (r.kind == kind) return &r;
+  }
+  return nullptr;
+}
+
+TEST(DiffEngine, NpugraphExReplacementIsFirstAndGrouped) {
+  std::vector<model::Process> good{npugraph_run(false, Variation())};
+  std::vector<model::Process> bad{npugraph_run(true, other_machine())};
+  diff::Result r = diff::diff_runs(good, bad);
+  std::string text = dump(r);
+  ASSERT_FALSE(r.findings.empty()) << text;
+  EXPECT_EQ(r.exit_status(), 1);
+
+  const Finding& top = r.findings[0];
+  EXPECT_EQ(top.kind, "sys_modules_replaced") << text;
+  EXPECT_EQ(top.module, "npugraph_ex");
+  EXPECT_EQ(top.severity, Severity::Error);
+  ASSERT_FALSE(top.where.empty());
+  EXPECT_EQ(top.where[0].file, "torch_npu/dynamo/__init__.py");
+  EXPECT_EQ(top.where[0].line, 131u);
+  EXPECT_NE(top.summary.find("sys.modules['npugraph_ex']"), std::string::npos) << top.summary;
+  EXPECT_NE(top.summary.find("torch_npu/dynamo/__init__.py:131"), std::string::npos) << top.summary;
+  EXPECT_NE(top.summary.find("_LazyNpuGraphEx"), std::string::npos);
+
+  // One story: the binding on the old object and the failed lookup are related entries,
+  // not findings of their own.
+  bool binding = false, lookup = false, proxy = false;
+  for (const auto& rel : top.related) {
+    if (rel.kind == "binding_mismatch") {
+      binding = true;
+      EXPECT_EQ(rel.module, "npugraph_ex.npu_fx_compiler");
+      EXPECT_NE(rel.summary.find("later replaced"), std::string::npos) << rel.summary;
+    }
+    if (rel.kind == "proxy_forward_failed") {
+      lookup = true;
+      EXPECT_EQ(rel.tests.size(), 3u);
+      EXPECT_NE(rel.test.find("stream_test.py::StreamTest::"), std::string::npos);
+      ASSERT_FALSE(rel.where.empty());
+      EXPECT_EQ(rel.where[0].file, "npugraph_ex/tests/smoke/stream_test.py");
+      EXPECT_EQ(rel.where[0].function, "StreamTest.setUp");
+      EXPECT_NE(rel.summary.find("torch_npu.dynamo.npugraph_ex"), std::string::npos);
+    }
+    if (rel.kind == "proxy_in_sys_modules") proxy = true;
+  }
+  EXPECT_TRUE(binding) << text;
+  EXPECT_TRUE(lookup) << text;
+  EXPECT_TRUE(proxy) << text;
+  for (size_t i = 1; i < r.findings.size(); ++i) {
+    EXPECT_NE(r.findings[i].kind, "proxy_forward_failed") << text;
+    EXPECT_NE(r.findings[i].kind, "binding_mismatch") << text;
+  }
+  EXPECT_FALSE(top.test.empty());
+}
+
+TEST(DiffEngine, SameBuildTwiceIsClean) {
+  // Different pid, addresses, install prefix, workspace/cwd, times, thread interleaving.
+  for (bool bad : {false, true}) {
+    std::vector<model::Process> a{npugraph_run(bad, Variation())};
+    Variation v = other_machine();
+    v.scale = 3;
+    std::vector<model::Process> b{npugraph_run(bad, v)};
+    diff::Result r = diff::diff_runs(a, b);
+    EXPECT_EQ(r.exit_status(), 0) << dump(r);
+    EXPECT_EQ(r.count(Severity::Warning), 0u) << dump(r);
+  }
+}
+
+TEST(DiffEngine, XdistWorkersWithShuffledTestsAreClean) {
+  auto worker = [](const std::string& id, int64_t pid, bool extra) {
+    Variation v;
+    v.pid = pid;
+    v.xdist_worker = id;
+    v.id_base += pid << 20;
+    RunBuilder r(v);
+    r.import("os", "/usr/lib/python3.10/os.py", 1, 5);
+    if (extra) r.import("test_other", r.ws("tests/test_other.py"), 10, 5, 0, 1, "tests/test_other.py::test_a");
+    return r.process();
+  };
+  // Run 1: gw0 got test_other; run 2: gw1 got it.
+  std::vector<model::Process> a{worker("gw0", 10, true), worker("gw1", 11, false)};
+  std::vector<model::Process> b{worker("gw1", 21, true), worker("gw0", 20, false)};
+  diff::Result r = diff::diff_runs(a, b);
+  EXPECT_EQ(r.exit_status(), 0) << dump(r);
+  ASSERT_EQ(r.pairs.size(), 2u);
+  for (const auto& p : r.pairs) {
+    EXPECT_GE(p.good, 0);
+    EXPECT_GE(p.bad, 0);
+    EXPECT_EQ(r.good.processes[p.good].role, r.bad.processes[p.bad].role);
+  }
+}
+
+TEST(DiffEngine, ExtraImportIsModuleAdded) {
+  Variation v;
+  RunBuilder g(v), b(other_machine());
+  for (RunBuilder* r : {&g, &b}) {
+    r->import("os", "/usr/lib/python3.10/os.py", 1, 5);
+    r->import("json", "/usr/lib/python3.10/json/__init__.py", 10, 5);
+  }
+  b.import("extra_mod", b.site("extra_mod.py"), 20, 5);
+  std::vector<model::Process> good{g.process()}, bad{b.process()};
+  diff::Result r = diff::diff_runs(good, bad);
+  EXPECT_EQ(r.exit_status(), 1);
+  const Finding* f = find_kind(r.findings, "module_added");
+  ASSERT_NE(f, nullptr) << dump(r);
+  EXPECT_EQ(f->module, "extra_mod");
+  EXPECT_EQ(f->severity, Severity::Warning);
+  // The first divergence of the sequence is at the extra import.
+  ASSERT_EQ(r.pairs.size(), 1u);
+  EXPECT_TRUE(r.pairs[0].divergence.diverges);
+  EXPECT_EQ(r.pairs[0].divergence.bad_name, "extra_mod");
+  EXPECT_EQ(r.pairs[0].divergence.good_pos, 2u);
+
+  // And the other way round: module_missing.
+  diff::Result back = diff::diff_runs(bad, good);
+  EXPECT_NE(find_kind(back.findings, "module_missing"), nullptr) << dump(back);
+}
+
+TEST(DiffEngine, SwappedSysModulesEntryIsFound) {
+  Variation v;
+  RunBuilder g(v), b(other_machine());
+  for (RunBuilder* r : {&g, &b}) {
+    r->import("os", "/usr/lib/python3.10/os.py", 1, 5);
+    r->import("json", "/usr/lib/python3.10/json/__init__.py", 10, 5);
+    r->import("simplejson", r->site("simplejson/__init__.py"), 20, 5);
+    r->flush();
+  }
+  // bad: somebody does sys.modules['json'] = simplejson.
+  testing::ChangeSpec c;
+  c.key = "json";
+  c.old_object = testing::Obj::module(b.id(2), "json", "/usr/lib/python3.10/json/__init__.py");
+  c.new_object = testing::Obj::module(b.id(3), "simplejson", b.site("simplejson/__init__.py"));
+  c.time_ns = b.t(40);
+  c.stack = {testing::Loc{b.site("compat/shim.py"), 7, "<module>"}};
+  b.b().add_modules_change(c);
+  std::vector<model::Process> good{g.process()}, bad{b.process()};
+  diff::Result r = diff::diff_runs(good, bad);
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].kind, "sys_modules_replaced") << dump(r);
+  EXPECT_EQ(r.findings[0].module, "json");
+  ASSERT_FALSE(r.findings[0].where.empty());
+  EXPECT_EQ(r.findings[0].where[0].file, "compat/shim.py");
+  EXPECT_NE(r.findings[0].summary.find("same object as under 'simplejson'"), std::string::npos)
+      << r.findings[0].summary << "\n" << r.findings[0].bad;
+  EXPECT_EQ(r.exit_status(), 1);
+}
+
+TEST(DiffEngine, FailedImportIsFoundAndRankedAboveAdded) {
+  RunBuilder g{Variation()}, b{other_machine()};
+  for (RunBuilder* r : {&g, &b}) {
+    r->import("os", "/usr/lib/python3.10/os.py", 1, 5);
+    r->failed_import("optional_dep", 5, "ModuleNotFoundError", "No module named 'optional_dep'");
+  }
+  g.import("yaml", g.site("yaml/__init__.py"), 20, 5);
+  b.import("newthing", b.site("newthing.py"), 15, 5);
+  b.failed_import("yaml", 20, "ImportError", "cannot import name 'CLoader'");
+  std::vector<model::Process> good{g.process()}, bad{b.process()};
+  diff::Result r = diff::diff_runs(good, bad);
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].kind, "import_failed") << dump(r);
+  EXPECT_EQ(r.findings[0].module, "yaml");
+  EXPECT_EQ(r.findings[0].severity, Severity::Error);
+  // The failure both runs share is not a finding; yaml is not "missing" (it failed).
+  for (const auto& f : r.findings) {
+    EXPECT_NE(f.module, "optional_dep") << dump(r);
+    EXPECT_FALSE(f.kind == "module_missing" && f.module == "yaml") << dump(r);
+  }
+  EXPECT_NE(find_kind(r.findings, "module_added"), nullptr);
+}
+
+TEST(DiffEngine, TimingThreshold) {
+  auto run = [](uint64_t small_ns, uint64_t big_ns, int64_t pid) {
+    Variation v;
+    v.pid = pid;
+    RunBuilder r(v);
+    r.import("small", "/usr/lib/python3.10/small.py", 1, small_ns);
+    r.import("big", "/usr/lib/python3.10/big.py", 100000000, big_ns);
+    return r.process();
+  };
+  // small: 1 ms -> 3 ms (3x but +2 ms): nothing. big: 5 ms -> 20 ms: import_slower.
+  std::vector<model::Process> good{run(1000000, 5000000, 1)}, bad{run(3000000, 20000000, 2)};
+  diff::Result r = diff::diff_runs(good, bad);
+  const Finding* f = find_kind(r.findings, "import_slower");
+  ASSERT_NE(f, nullptr) << dump(r);
+  EXPECT_EQ(f->module, "big");
+  for (const auto& x : r.findings) EXPECT_NE(x.module, "small") << dump(r);
+  // A higher threshold on the command line silences it.
+  diff::Options o;
+  o.slower_ratio = 5;
+  EXPECT_EQ(diff::diff_runs(good, bad, o).exit_status(), 0);
+}
+
+TEST(DiffEngine, RolesIgnorePrefixesAndPairByWorker) {
+  model::Process a = npugraph_run(false, Variation());
+  model::Process b = npugraph_run(false, other_machine());
+  EXPECT_EQ(diff::role_of(a), diff::role_of(b));
+}
+
+TEST(DiffOutput, JsonShape) {
+  std::vector<model::Process> good{npugraph_run(false, Variation())};
+  std::vector<model::Process> bad{npugraph_run(true, other_machine())};
+  diff::Result r = diff::diff_runs(good, bad);
+  std::ostringstream s;
+  diff::write_json(r, s);
+  testing::Json j = testing::Json::parse(s.str());
+  EXPECT_EQ(j["schema"].str, "imptrace.diff/1");
+  ASSERT_TRUE(j.has("good"));
+  ASSERT_TRUE(j.has("bad"));
+  EXPECT_EQ(j["good"].kind, testing::Json::Object);
+  const auto& fs = j["findings"];
+  ASSERT_GT(fs.size(), 0u);
+  for (const char* k : {"kind", "severity", "module", "summary", "good", "bad", "where", "test"})
+    EXPECT_TRUE(fs[0].has(k)) << k;
+  EXPECT_EQ(fs[0]["kind"].str, "sys_modules_replaced");
+  EXPECT_EQ(fs[0]["severity"].str, "error");
+  EXPECT_EQ(fs[0]["where"][0]["file"].str, "torch_npu/dynamo/__init__.py");
+  EXPECT_TRUE(fs[0]["where"][0].has("line"));
+  EXPECT_TRUE(fs[0]["where"][0].has("function"));
+  EXPECT_GT(fs[0]["related"].size(), 0u);
+}
+
+TEST(DiffOutput, MarkdownIsCappedAndTextIsPlain) {
+  // Thousands of findings: every module's origin changed.
+  RunBuilder g{Variation()}, b{other_machine()};
+  for (int i = 0; i < 3000; ++i) {
+    std::string name = "pkg_" + std::to_string(i) + "_with_a_rather_long_module_name_for_size";
+    g.import(name, g.site("old/" + name + ".py"), 10 + i, 1);
+    b.import(name, b.site("new/" + name + ".py"), 10 + i, 1);
+  }
+  std::vector<model::Process> good{g.process()}, bad{b.process()};
+  diff::Result r = diff::diff_runs(good, bad);
+  EXPECT_GE(r.findings.size(), 3000u);
+  std::ostringstream md;
+  diff::write_markdown(r, md);
+  EXPECT_LT(md.str().size(), 60u * 1024u);
+  EXPECT_NE(md.str().find("Truncated"), std::string::npos);
+  EXPECT_NE(md.str().find("| # | severity | kind | module | summary |"), std::string::npos);
+  EXPECT_NE(md.str().find("<details>"), std::string::npos);
+
+  std::string text = dump(r);
+  EXPECT_EQ(text.find('\x1b'), std::string::npos);
+}
+
+TEST(DiffOutput, HtmlIsSelfContainedAndEscaped) {
+  std::vector<model::Process> good{npugraph_run(false, Variation())};
+  Variation v = other_machine();
+  std::vector<model::Process> bad{npugraph_run(true, v)};
+  bad[0].argv.push_back("<script>alert(1)</script>");
+  diff::Result r = diff::diff_runs(good, bad);
+  std::ostringstream s;
+  diff::write_html(r, good, bad, s);
+  std::string h = s.str();
+  EXPECT_EQ(h.find("<script>alert"), std::string::npos);
+  EXPECT_EQ(h.find("http://"), std::string::npos);
+  EXPECT_EQ(h.find("https://"), std::string::npos);
+  EXPECT_NE(h.find("Why: sys.modules['npugraph_ex']"), std::string::npos);
+  EXPECT_NE(h.find("_LazyNpuGraphEx"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace imptrace
