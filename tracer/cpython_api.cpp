@@ -79,6 +79,8 @@ bool resolve_cpython_api() {
   ok &= need(py.PyUnicode_FromString, "PyUnicode_FromString");
   ok &= need(py.PyUnicode_InternFromString, "PyUnicode_InternFromString");
   ok &= need(py.PyLong_AsLong, "PyLong_AsLong");
+  ok &= need(py.PyLong_FromVoidPtr, "PyLong_FromVoidPtr");
+  ok &= need(py.PyLong_AsVoidPtr, "PyLong_AsVoidPtr");
   ok &= need(py.PyDict_GetItem, "PyDict_GetItem");
   ok &= need(py.PyDict_GetItemString, "PyDict_GetItemString");
   ok &= need(py.PyDict_SetItemString, "PyDict_SetItemString");

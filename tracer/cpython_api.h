@@ -30,6 +30,7 @@ struct PyMethodDef {
 };
 constexpr int METH_VARARGS = 0x0001;
 constexpr int METH_FASTCALL = 0x0080;
+constexpr int METH_O = 0x0008;
 
 struct PyMemAllocatorEx {
   void* ctx;
@@ -97,6 +98,8 @@ struct CPythonApi {
   PyObject* (*PyUnicode_FromString)(const char*);
   PyObject* (*PyUnicode_InternFromString)(const char*);
   long (*PyLong_AsLong)(PyObject*);
+  PyObject* (*PyLong_FromVoidPtr)(void*);
+  void* (*PyLong_AsVoidPtr)(PyObject*);
   PyObject* (*PyDict_GetItem)(PyObject*, PyObject*);          // borrowed, no error
   PyObject* (*PyDict_GetItemString)(PyObject*, const char*);  // borrowed, no error
   int (*PyDict_SetItemString)(PyObject*, const char*, PyObject*);

@@ -151,6 +151,84 @@ void put_loc(wire::ByteBuf& b, uint32_t field, const Loc& l) {
   wire::end_message(b, m);
 }
 
+bool in_main_interpreter();
+
+// ---- identity ------------------------------------------------------------------------
+// An address alone is not an identity: a module that dies (a failed import, a replaced
+// proxy) frees its address for the next object. Objects the story is about (modules and
+// proxies) get a weak reference whose callback bumps a generation for that address; the
+// token is generation << 48 | address (user-space addresses fit in 48 bits on x86_64 and
+// AArch64). The table is touched only with the main interpreter's GIL held, and the
+// callback never takes the writer lock (it can run inside our own Py_DecRef calls).
+struct IdentitySlot {
+  uintptr_t addr;
+  uint32_t generation;
+  PyObject* weakref;  // owned; null once the object died or for objects without weakrefs
+};
+IdentitySlot* g_ident = nullptr;
+size_t g_ident_cap = 0, g_ident_used = 0;
+
+IdentitySlot* identity_slot(uintptr_t addr, bool create) {
+  if (g_ident_used * 2 >= g_ident_cap) {
+    size_t nc = g_ident_cap ? g_ident_cap * 2 : 4096;
+    auto* n = static_cast<IdentitySlot*>(calloc(nc, sizeof(IdentitySlot)));
+    if (!n) return nullptr;
+    for (size_t i = 0; i < g_ident_cap; ++i) {
+      if (!g_ident[i].addr) continue;
+      size_t j = (g_ident[i].addr >> 4) & (nc - 1);
+      while (n[j].addr) j = (j + 1) & (nc - 1);
+      n[j] = g_ident[i];
+    }
+    free(g_ident);
+    g_ident = n;
+    g_ident_cap = nc;
+  }
+  size_t j = (addr >> 4) & (g_ident_cap - 1);
+  while (g_ident[j].addr) {
+    if (g_ident[j].addr == addr) return &g_ident[j];
+    j = (j + 1) & (g_ident_cap - 1);
+  }
+  if (!create) return nullptr;
+  g_ident[j].addr = addr;
+  ++g_ident_used;
+  return &g_ident[j];
+}
+
+PyObject* object_died(PyObject* addr_obj, PyObject* /*weakref*/) {
+  auto addr = reinterpret_cast<uintptr_t>(py.PyLong_AsVoidPtr(addr_obj));
+  IdentitySlot* s = identity_slot(addr, false);
+  if (s && s->weakref) {
+    ++s->generation;
+    PyObject* w = s->weakref;
+    s->weakref = nullptr;
+    py.Py_DecRef(w);
+  }
+  py.Py_IncRef(py.None);
+  return py.None;
+}
+PyMethodDef g_object_died_def = {"_imptrace_object_died", reinterpret_cast<void*>(object_died), METH_O,
+                                 "imptrace: an object it identified died"};
+
+uint64_t identity(PyObject* o, bool track) {
+  auto addr = reinterpret_cast<uintptr_t>(o);
+  if (!track || !in_main_interpreter()) {
+    IdentitySlot* s = g_ident ? identity_slot(addr, false) : nullptr;
+    return (static_cast<uint64_t>(s ? s->generation : 0) << 48) | addr;
+  }
+  IdentitySlot* s = identity_slot(addr, true);
+  if (!s) return addr;
+  if (!s->weakref) {
+    PyObject* key = py.PyLong_FromVoidPtr(o);
+    PyObject* cb = key ? py.PyCFunction_NewEx(&g_object_died_def, key, nullptr) : nullptr;
+    PyObject* w = cb ? py.PyWeakref_NewRef(o, cb) : nullptr;
+    if (!w) py.PyErr_Clear();  // no weakref support: the address is all there is
+    if (cb) py.Py_DecRef(cb);
+    if (key) py.Py_DecRef(key);
+    s->weakref = w;
+  }
+  return (static_cast<uint64_t>(s->generation) << 48) | addr;
+}
+
 // ---- objects ------------------------------------------------------------------------
 struct ObjInfo {
   uint64_t id = 0;
@@ -203,7 +281,6 @@ void instrument_proxy_class(PyObject* type);
 ObjInfo describe(PyObject* o) {
   ObjInfo i;
   if (!o) return i;
-  i.id = reinterpret_cast<uintptr_t>(o);
   Ref type(py.PyObject_Type(o));
   bool is_module = false;
   if (type.get() == py.PyModule_Type) {
@@ -221,6 +298,9 @@ ObjInfo describe(PyObject* o) {
     }
   }
   i.type = type_name(type.get());
+  // Modules and proxies are what the identity story is about; other objects (attribute
+  // values handed out by proxies) keep a plain address.
+  i.id = identity(o, is_module || (i.flags & ObjectFlags::proxy));
   Ref d(instance_dict(o, is_module));
   if (d) {
     i.name = intern_obj(py.PyDict_GetItemString(d.get(), "__name__"));
@@ -557,7 +637,7 @@ int modules_watcher(int event, PyObject* dict, PyObject* key, PyObject* new_valu
       // (a failed import), or a pop by someone else.
       PyObject* k = t.pending_pop_key;
       ObjInfo oi;
-      oi.id = reinterpret_cast<uintptr_t>(t.pending_pop_value);
+      oi.id = identity(t.pending_pop_value, false);
       emit_modules_change(intern_obj(k), ModulesChange::DELETE, &oi, nullptr, ModulesChange::EXACT,
                           true, nullptr, 0);
       py.Py_DecRef(k);
@@ -806,7 +886,7 @@ PyObject* call_original(PyObject* orig, PyObject* const* args, Py_ssize_t nargs)
   return py.PyObject_Call(orig, tuple.get(), nullptr);
 }
 
-bool in_main_interpreter() { return py.PyInterpreterState_Get() == g_main_interp; }
+bool in_main_interpreter() { return g_main_interp && py.PyInterpreterState_Get() == g_main_interp; }
 
 void record_spec(wire::ByteBuf& b, PyObject* module, uint32_t name_id, bool is_module) {
   Ref d(instance_dict(module, is_module));
