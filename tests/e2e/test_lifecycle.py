@@ -16,7 +16,7 @@ PYENV = "/root/.pyenv/versions/3.12.1/bin/python"
 
 @pytest.mark.parametrize("cmd", [
     ["sh", "-c", "echo hello; echo err >&2; exit 3"],
-    ["ls", "-la", "/"],
+    ["ls", "-l", "/etc/debian_version", "/etc/os-release", "/nonexistent-path"],
     ["git", "--version"],
     ["gcc", "--version"],
     ["make", "--version"],
