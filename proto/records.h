@@ -34,8 +34,9 @@ namespace Import {
 constexpr uint32_t index = 1, parent = 2, thread = 3, begin_ns = 4, duration_ns = 5, name = 6,
                    ok = 7, error_type = 8, error_message = 9, object = 10, spec_name = 11,
                    origin = 12, loader = 13, search_locations = 14, file = 15, importer = 16,
-                   test = 17, interpreter = 18;
+                   test = 17, interpreter = 18, native_stack = 19;
 }
+namespace NativeFrame { constexpr uint32_t object = 1, offset = 2, symbol = 3; }
 namespace ModulesChange {
 constexpr uint32_t key = 1, op = 2, old_ = 3, new_ = 4, stack = 5, time_ns = 6, thread = 7,
                    test = 8, precision = 9, during_import = 10, by_import_system = 11;

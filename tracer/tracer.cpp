@@ -14,6 +14,8 @@
 //  4. Proxy classes found under sys.modules keys, and PEP 562 module __getattr__, get a C
 //     wrapper around their __getattr__/__setattr__ so that their forwarding is recorded.
 //     Nothing else in the program is touched.
+#include <dlfcn.h>
+#include <execinfo.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +39,7 @@ bool g_enabled = false;
 // to None, keys deleted), which is teardown, not the program's doing.
 bool g_finalizing = false;
 bool g_proxies = true;  // IMPTRACE_PROXIES=0 turns proxy instrumentation off
+bool g_native_stacks = false;  // IMPTRACE_NATIVE_STACKS=1
 PyObject* g_sysmodules = nullptr;  // main interpreter's sys.modules (borrowed; lives forever)
 void* g_main_interp = nullptr;
 uint64_t g_next_index = 0;
@@ -979,6 +982,27 @@ void record_sys_path_if_changed() {
   TW::end_record(r);
 }
 
+// Native stacks use glibc's backtrace(): it unwinds with the libgcc_s that glibc dlopens
+// privately (RTLD_LOCAL), so nothing of it joins the host's symbol scope - unlike linking
+// libunwind, whose exported _Unwind_* would take over every C++ exception of the host.
+constexpr int kNativeDepth = 48;
+void put_native_stack(wire::ByteBuf& b, void* const* frames, int n) {
+  Dl_info self;
+  if (!dladdr(reinterpret_cast<void*>(&put_native_stack), &self)) self.dli_fbase = nullptr;
+  for (int i = 0; i < n; ++i) {
+    Dl_info info;
+    // A return address points after the call; -1 keeps it inside the calling function.
+    void* pc = static_cast<char*>(frames[i]) - 1;
+    if (!dladdr(pc, &info) || !info.dli_fname) continue;
+    if (info.dli_fbase == self.dli_fbase) continue;  // our own frames
+    auto m = wire::begin_message(b, Import::native_stack);
+    wire::put_uint(b, NativeFrame::object, TW::intern(info.dli_fname));
+    wire::put_uint(b, NativeFrame::offset, reinterpret_cast<uintptr_t>(pc) - reinterpret_cast<uintptr_t>(info.dli_fbase));
+    wire::put_uint(b, NativeFrame::symbol, info.dli_sname ? TW::intern(info.dli_sname) : 0);
+    wire::end_message(b, m);
+  }
+}
+
 PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t nargs) {
   ThreadState& t = ts();
   if (!g_enabled || t.busy || !TW::usable() || nargs < 1 || t.depth >= kMaxDepth)
@@ -1001,6 +1025,8 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
     TW::flush();
     --t.busy;
   }
+  void* native[kNativeDepth];
+  int nnative = g_native_stacks ? backtrace(native, kNativeDepth) : 0;
   uint64_t begin = TW::now_ns();
   t.stack[t.depth++] = InFlight{index, name, TW::generation(), false};
 
@@ -1057,6 +1083,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
       int64_t id = py.PyInterpreterState_GetID(py.PyInterpreterState_Get());
       wire::put_uint(b, Import::interpreter, static_cast<uint64_t>(id));
     }
+    if (nnative > 0) put_native_stack(b, native, nnative);
     TW::end_record(r);
     if (main_interp && g_sysmodules) {
       if (res) record_binding(name, index);
@@ -1182,6 +1209,11 @@ __attribute__((constructor)) static void imptrace_start() {
   if (py.Py_IsInitialized()) return;  // loaded late (dlopen into a running interpreter)
   const char* p = getenv("IMPTRACE_PROXIES");
   g_proxies = !(p && strcmp(p, "0") == 0);
+  g_native_stacks = env_true("IMPTRACE_NATIVE_STACKS");
+  if (g_native_stacks) {
+    void* warm[4];
+    backtrace(warm, 4);  // loads libgcc_s now, not inside the first import
+  }
   TraceWriter::init();
 
   PyMemAllocatorEx before;

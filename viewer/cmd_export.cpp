@@ -92,6 +92,18 @@ void write_process(JsonWriter& w, const Process& p) {
     w.string_array("search_locations", im.search_locations);
     w.field_or_null("test", im.test);
     w.field("interpreter", im.interpreter);
+    if (!im.native_stack.empty()) {
+      w.key("native_stack");
+      w.begin_array();
+      for (const auto& nf : im.native_stack) {
+        w.begin_object();
+        w.field("object", nf.object);
+        w.field("offset", nf.offset);
+        w.field_or_null("symbol", nf.symbol);
+        w.end_object();
+      }
+      w.end_array();
+    }
     w.end_object();
   }
   w.end_array();

@@ -48,6 +48,14 @@ struct ObjectRef {
 // object is the same; "" for an absent object.
 std::string object_token(const ObjectRef& o);
 
+// One native frame (IMPTRACE_NATIVE_STACKS=1): ELF object, offset from its load address,
+// nearest exported symbol ("" when none).
+struct NativeFrame {
+  std::string object;
+  uint64_t offset = 0;
+  std::string symbol;
+};
+
 // One run of importlib's find-and-load.
 struct Import {
   uint64_t index = 0;          // Import.index: start order within the process
@@ -72,6 +80,7 @@ struct Import {
   Location importer;           // first frame outside importlib
   std::string test;            // pytest node id, "" none
   uint32_t interpreter = 0;
+  std::vector<NativeFrame> native_stack;  // innermost first; empty unless enabled
   // "ExceptionType: message" or "" when ok.
   std::string error_text() const;
 };

@@ -320,6 +320,24 @@ class Decoder {
     return true;
   }
 
+  bool native_frame(WireType wt, Reader& r, std::vector<model::NativeFrame>& out) {
+    if (wt != wire::LEN) return false;
+    Reader s = r.sub();
+    if (!r.ok) return true;
+    model::NativeFrame nf;
+    if (!for_each_field(s, [&](uint32_t f, WireType fwt, Reader& rr) {
+          switch (f) {
+            case F::NativeFrame::object: return get_str_id(fwt, rr, nf.object);
+            case F::NativeFrame::offset: return get_u64(fwt, rr, nf.offset);
+            case F::NativeFrame::symbol: return get_str_id(fwt, rr, nf.symbol);
+            default: return false;
+          }
+        }))
+      r.ok = false;
+    out.push_back(std::move(nf));
+    return true;
+  }
+
   bool import_(Reader r) {
     model::Import im;
     uint64_t duration = 0;
@@ -351,6 +369,7 @@ class Decoder {
         case F::Import::importer: return location(wt, rr, im.importer);
         case F::Import::test: return get_str_id(wt, rr, im.test);
         case F::Import::interpreter: return get_u32(wt, rr, im.interpreter);
+        case F::Import::native_stack: return native_frame(wt, rr, im.native_stack);
         default: return false;
       }
     });

@@ -149,3 +149,17 @@ def test_exec_chain_each_process_traced(tmp_path):
     assert len(files) == 3
     pids = {p["pid"] for p in export(str(tmp_path))["processes"]}
     assert len(pids) == 3
+
+
+@pytest.mark.parametrize("py", [PY, PYENV])
+def test_native_stacks_on_request(py, tmp_path):
+    r = run([py, "-c", "import json"], traced=True, outdir=str(tmp_path / "on"), env={"IMPTRACE_NATIVE_STACKS": "1"})
+    assert r.returncode == 0 and r.stderr == ""
+    imports = export(traces(str(tmp_path / "on"))[0])["processes"][0]["imports"]
+    stack = [i for i in imports if i["name"] == "json"][0]["native_stack"]
+    symbols = {f["symbol"] for f in stack}
+    assert "_PyEval_EvalFrameDefault" in symbols  # the interpreter loop that ran the import statement
+    assert not any("libimptrace" in f["object"] for f in stack)
+    run([py, "-c", "import json"], traced=True, outdir=str(tmp_path / "off"))
+    imports = export(traces(str(tmp_path / "off"))[0])["processes"][0]["imports"]
+    assert not any("native_stack" in i for i in imports)
