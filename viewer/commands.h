@@ -42,6 +42,9 @@ ParsedArgs parse_args(const std::vector<std::string>& args,
 std::vector<model::Process> load_or_throw(const std::vector<std::string>& paths);
 
 // ---- show -------------------------------------------------------------------------------
+// `run [-o DIR] -- CMD...`: CMD under the tracer; returns CMD's exit status.
+int run_run(const std::vector<std::string>& args);
+
 int run_show(const std::vector<std::string>& args);
 void show_text(const std::vector<model::Process>& procs, std::ostream& out);
 

@@ -16,7 +16,7 @@ namespace {
 const char kUsage[] =
     "usage: imptrace {show PATH... | tree PATH | why PATH... MODULE [--format text|json] |"
     " export PATH... --format json|chrome | diff GOOD BAD [--format text|json|markdown] |"
-    " report GOOD BAD -o FILE.html | help | --version}";
+    " report GOOD BAD -o FILE.html | run [-o DIR] -- CMD ARGS... | help | --version}";
 
 const char kHelp[] =
     "imptrace: see what CPython's import system did in a traced run.\n"
@@ -35,6 +35,8 @@ const char kHelp[] =
     "                                   likely root cause first; exit 1 when any finding\n"
     "                                   is warning or above\n"
     "  report GOOD BAD -o FILE.html     the diff as one self-contained HTML page\n"
+    "  run [-o DIR] -- CMD ARGS...      run CMD with the tracer preloaded, one trace per\n"
+    "                                   process in DIR (default ./imptrace-traces)\n"
     "  help                             this text\n"
     "  --version                        the version\n"
     "\n"
@@ -54,6 +56,7 @@ const Command kCommands[] = {
     {"export", imptrace::run_export},
     {"diff", imptrace::run_diff},
     {"report", imptrace::run_report},
+    {"run", imptrace::run_run},
 };
 
 int dispatch(int argc, char** argv) {

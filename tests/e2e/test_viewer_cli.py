@@ -48,3 +48,14 @@ def test_commands_on_real_trace(good_trace, cmd):
     r = call(*args)
     assert r.returncode == 0, r.stderr
     assert r.stdout
+
+
+def test_run_traces_every_process_and_keeps_exit_status(tmp_path):
+    code = "import subprocess, sys; subprocess.run([sys.executable, '-c', 'import csv']); sys.exit(3)"
+    r = subprocess.run([VIEWER, "run", "-o", str(tmp_path / "out"), "--", "/usr/bin/python3", "-c", code],
+                       capture_output=True, text=True, timeout=60, cwd=str(tmp_path))
+    assert r.returncode == 3
+    assert len(traces(str(tmp_path / "out"))) == 2
+    assert "2 trace file(s)" in r.stderr
+    assert call("run", "-o").returncode == 2 and call("run").returncode == 2
+    assert call("run", "--", "/no/such/program").returncode == 127
