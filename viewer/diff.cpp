@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -161,10 +162,6 @@ std::string normalize_loader(const std::string& l) {
   return out;
 }
 
-std::string top_level(const std::string& name) {
-  size_t dot = name.find('.');
-  return dot == std::string::npos ? name : name.substr(0, dot);
-}
 
 std::string obj_kind(const ObjectRef& o) {
   if (!o.present) return "nothing";
@@ -197,24 +194,51 @@ std::string fmt_ms(uint64_t ns) {
 }
 
 // ---- per-process facts -------------------------------------------------------------------
+// Built for 100,000s of imports: keys are string_views into the (outliving) model, entries
+// hold pointers into it, signatures are 64-bit hashes; text is made only for findings.
+using SV = std::string_view;
+
+uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h;
+}
+uint64_t hs(SV s) { return std::hash<SV>()(s); }
+
+enum RelKind : uint8_t { kNew = 0, kSameAsKey = 1, kSameAsEntry = 2 };
+
+struct Lean {
+  const ObjectRef* obj = nullptr;
+  const std::string* origin_raw = nullptr;   // obj->file or the import's origin
+  const Location* set_by_raw = nullptr;
+  const std::vector<Location>* stack_raw = nullptr;
+  const std::string* test = nullptr;
+  const Location* removed_at_raw = nullptr;
+  uint64_t time_ns = 0;
+  SV rel_key;
+  uint32_t rel_entry = 0;
+  uint8_t rel = kNew;
+  bool via_import = true;
+  bool before_trace = false;
+  bool removed = false;
+};
+
+// The same, materialised for a finding's text.
 struct Entry {
   ObjectRef obj;
   bool via_import = true;
-  bool before_trace = false;        // seen only as the `old` of a change
+  bool before_trace = false;
   std::string origin;               // relativized file/origin
   std::string relation;             // "new object", "same object as under 'x'", ...
   Location set_by;                  // relativized
   std::vector<Location> stack;      // relativized, a few frames
-  uint64_t time_ns = 0;
   std::string test;
   bool removed = false;
-  Location removed_at;
 };
 
 struct KeyHistory {
-  std::vector<Entry> entries;
+  std::vector<Lean> entries;
   int64_t current = -1;
-  std::string sig;
+  uint64_t sig = 0;
   bool has_proxy = false;
 };
 
@@ -226,18 +250,28 @@ struct ModFacts {
   uint64_t pos = 0;  // position of the first import in the process
 };
 
+enum BindRel : uint8_t { kCurrent, kLaterReplaced, kStale, kOther, kUnknown };
+const char* bind_rel_name(uint8_t r) {
+  switch (r) {
+    case kCurrent: return "current";
+    case kLaterReplaced: return "later_replaced";
+    case kStale: return "stale";
+    case kOther: return "other";
+  }
+  return "unknown";
+}
+
 struct BindingFact {
   const model::Binding* b = nullptr;
-  std::string rel;   // current | later_replaced | stale | other | unknown
-  std::string sig;
-  std::string replaced_by;  // description of what replaced the parent, when later_replaced
+  uint8_t rel = kUnknown;
+  uint64_t sig = 0;
+  int64_t replaced_by = -1;  // entry of the parent key that replaced bound_on
 };
 
 struct AccessFact {
   const model::ProxyAccess* a = nullptr;
-  std::string sig;
-  std::string story;  // sys.modules key the proxy sat under
-  Location where;
+  uint64_t sig = 0;
+  SV story;  // sys.modules key the proxy sat under
 };
 
 struct ProcFacts {
@@ -245,20 +279,48 @@ struct ProcFacts {
   int index = 0;
   std::string group, worker, role;
   std::unique_ptr<PathNorm> norm;
-  std::unordered_map<std::string, KeyHistory> keys;
-  std::vector<std::string> key_order;
-  std::unordered_map<std::string, ModFacts> mods;
-  std::vector<std::string> mod_order;           // first-import order
+  std::unordered_map<SV, KeyHistory> keys;
+  std::vector<SV> key_order;
+  std::unordered_map<SV, ModFacts> mods;
+  std::vector<SV> mod_order;                      // first-import order
   std::vector<uint32_t> main_seq;                 // positions in imports, main thread
-  std::unordered_map<uint64_t, std::string> first_key_of;
+  std::unordered_map<uint64_t, SV> first_key_of;
   std::vector<BindingFact> bindings;
   std::vector<AccessFact> accesses;
   std::vector<std::pair<std::string, std::string>> duplicates;  // (sig, module)
 };
 
-std::vector<Location> rel_stack(PathNorm& norm, const std::vector<Location>& stack, size_t n) {
-  std::vector<Location> out;
-  for (size_t i = 0; i < stack.size() && i < n; ++i) out.push_back(norm.loc(stack[i]));
+std::string relation_text(const Lean& e) {
+  if (e.rel == kSameAsKey) return "same object as under '" + std::string(e.rel_key) + "'";
+  if (e.rel == kSameAsEntry) return "same as entry #" + std::to_string(e.rel_entry + 1);
+  return "new object";
+}
+
+std::string origin_text(PathNorm& norm, const Lean& e) {
+  if (!e.obj->file.empty()) return norm(e.obj->file);
+  return e.origin_raw ? norm(*e.origin_raw) : std::string();
+}
+
+Entry materialize(const ProcFacts& f, const Lean& l) {
+  PathNorm& norm = *f.norm;
+  Entry e;
+  e.obj = *l.obj;
+  e.via_import = l.via_import;
+  e.before_trace = l.before_trace;
+  e.origin = origin_text(norm, l);
+  e.relation = relation_text(l);
+  if (l.stack_raw)
+    for (size_t i = 0; i < l.stack_raw->size() && i < 4; ++i) e.stack.push_back(norm.loc((*l.stack_raw)[i]));
+  if (!e.stack.empty()) e.set_by = e.stack[0];
+  else if (l.set_by_raw) e.set_by = norm.loc(*l.set_by_raw);
+  if (l.test) e.test = *l.test;
+  e.removed = l.removed;
+  return e;
+}
+
+std::vector<Entry> materialize(const ProcFacts& f, const KeyHistory& h) {
+  std::vector<Entry> out;
+  for (const auto& l : h.entries) out.push_back(materialize(f, l));
   return out;
 }
 
@@ -267,47 +329,49 @@ void build_history(ProcFacts& f) {
   PathNorm& norm = *f.norm;
   struct Ev {
     uint64_t t;
-    int order;
-    size_t i;
+    uint32_t i;
+    uint8_t order;
   };
   std::vector<Ev> evs;
   evs.reserve(p.modules_changes.size() + p.imports.size());
-  for (size_t i = 0; i < p.modules_changes.size(); ++i) evs.push_back({p.modules_changes[i].time_ns, 0, i});
+  for (size_t i = 0; i < p.modules_changes.size(); ++i)
+    evs.push_back({p.modules_changes[i].time_ns, static_cast<uint32_t>(i), 0});
   for (size_t i = 0; i < p.imports.size(); ++i)
-    if (p.imports[i].ok && p.imports[i].object.present) evs.push_back({p.imports[i].end_ns, 1, i});
+    if (p.imports[i].ok && p.imports[i].object.present)
+      evs.push_back({p.imports[i].end_ns, static_cast<uint32_t>(i), 1});
   std::stable_sort(evs.begin(), evs.end(), [](const Ev& a, const Ev& b) {
     return a.t != b.t ? a.t < b.t : a.order < b.order;
   });
+  f.keys.reserve(p.imports.size() + 16);
+  f.first_key_of.reserve(p.imports.size() + 16);
 
-  auto history = [&](const std::string& key) -> KeyHistory& {
-    auto it = f.keys.find(key);
-    if (it != f.keys.end()) return it->second;
-    f.key_order.push_back(key);
-    return f.keys[key];
+  auto history = [&](SV key) -> KeyHistory& {
+    auto ins = f.keys.emplace(key, KeyHistory());
+    if (ins.second) f.key_order.push_back(key);
+    return ins.first->second;
   };
-  auto push = [&](KeyHistory& h, const std::string& key, const ObjectRef& obj, bool via_import,
-                  uint64_t t) -> Entry& {
-    Entry e;
-    e.obj = obj;
+  auto push = [&](KeyHistory& h, SV key, const ObjectRef& obj, bool via_import,
+                  uint64_t t) -> Lean& {
+    Lean e;
+    e.obj = &obj;
     e.via_import = via_import;
     e.time_ns = t;
-    e.origin = obj.file.empty() ? "" : norm(obj.file);
-    auto fk = f.first_key_of.find(obj.id);
-    if (fk == f.first_key_of.end()) {
-      e.relation = "new object";
-      f.first_key_of.emplace(obj.id, key);
-    } else if (fk->second != key) {
-      e.relation = "same object as under '" + fk->second + "'";
-    } else {
-      e.relation = "the object that was there before";
-      for (size_t i = 0; i < h.entries.size(); ++i)
-        if (h.entries[i].obj.id == obj.id) {
-          e.relation = "same as entry #" + std::to_string(i + 1);
-          break;
-        }
+    auto fk = f.first_key_of.emplace(obj.id, key);
+    if (!fk.second) {
+      if (fk.first->second != key) {
+        e.rel = kSameAsKey;
+        e.rel_key = fk.first->second;
+      } else {
+        e.rel = kSameAsEntry;
+        for (size_t i = 0; i < h.entries.size(); ++i)
+          if (h.entries[i].obj->id == obj.id) {
+            e.rel_entry = static_cast<uint32_t>(i);
+            break;
+          }
+      }
     }
     if (obj.is_proxy()) h.has_proxy = true;
-    h.entries.push_back(std::move(e));
+    h.entries.push_back(e);
     h.current = static_cast<int64_t>(h.entries.size() - 1);
     return h.entries.back();
   };
@@ -325,52 +389,53 @@ void build_history(ProcFacts& f) {
       }
       KeyHistory& h = history(c.key);
       if (c.old_object.present &&
-          (h.current < 0 || h.entries[h.current].obj.id != c.old_object.id)) {
-        Entry& e = push(h, c.key, c.old_object, true, 0);
+          (h.current < 0 || h.entries[h.current].obj->id != c.old_object.id)) {
+        Lean& e = push(h, c.key, c.old_object, true, 0);
         e.before_trace = true;
       }
       if (c.op == model::ChangeOp::Set && c.new_object.present) {
-        if (h.current >= 0 && h.entries[h.current].obj.id == c.new_object.id) continue;
-        Entry& e = push(h, c.key, c.new_object, c.by_import_system, c.time_ns);
-        e.stack = rel_stack(norm, c.stack, 4);
-        if (!e.stack.empty()) e.set_by = e.stack[0];
-        e.test = c.test;
+        if (h.current >= 0 && h.entries[h.current].obj->id == c.new_object.id) continue;
+        Lean& e = push(h, c.key, c.new_object, c.by_import_system, c.time_ns);
+        e.stack_raw = &c.stack;
+        e.test = &c.test;
       } else if (c.op == model::ChangeOp::Delete && h.current >= 0) {
         h.entries[h.current].removed = true;
-        if (!c.stack.empty()) h.entries[h.current].removed_at = norm.loc(c.stack[0]);
+        if (!c.stack.empty()) h.entries[h.current].removed_at_raw = &c.stack[0];
         h.current = -1;
       }
     } else {
       const Import& im = p.imports[ev.i];
       KeyHistory& h = history(im.name);
-      Entry* e;
-      if (h.current < 0 || h.entries[h.current].obj.id != im.object.id) {
+      Lean* e;
+      if (h.current < 0 || h.entries[h.current].obj->id != im.object.id) {
         // Import-system insertions the tracer did not record as changes: the module sat
         // there from the import's start (its children get bound before it returns).
         e = &push(h, im.name, im.object, true, im.begin_ns);
-        e->test = im.test;
+        e->test = &im.test;
       } else {
         e = &h.entries[h.current];
       }
-      if (e->origin.empty()) e->origin = norm(im.origin.empty() ? im.file : im.origin);
-      if (e->set_by.empty()) e->set_by = norm.loc(im.importer);
+      if (!e->origin_raw) e->origin_raw = im.origin.empty() ? &im.file : &im.origin;
+      if (!e->set_by_raw) e->set_by_raw = &im.importer;
     }
   }
 
   // Signatures: structure only. Import-system entries do not carry their origin (that is
   // origin_changed's business); assigned objects do.
+  static const uint64_t kModuleHash = hs("module");
   for (auto& kv : f.keys) {
-    std::string sig;
+    uint64_t sig = 0x51;
     for (const auto& e : kv.second.entries) {
-      if (!sig.empty()) sig += " > ";
-      sig += e.before_trace ? "before" : (e.via_import ? "import" : "assign");
-      sig += "|" + obj_kind(e.obj);
-      if (e.obj.is_proxy()) sig += "|proxy";
-      if (!e.via_import) sig += "|" + e.origin;
-      sig += "|" + e.relation;
-      if (e.removed) sig += "|removed";
+      sig = mix(sig, e.before_trace ? 3 : e.via_import ? 1 : 2);
+      sig = mix(sig, e.obj->is_plain_module() ? kModuleHash : hs(e.obj->type));
+      sig = mix(sig, e.obj->is_proxy() ? 7 : 5);
+      if (!e.via_import) sig = mix(sig, hs(origin_text(norm, e)));
+      sig = mix(sig, e.rel);
+      if (e.rel == kSameAsKey) sig = mix(sig, hs(e.rel_key));
+      if (e.rel == kSameAsEntry) sig = mix(sig, e.rel_entry);
+      sig = mix(sig, e.removed ? 11 : 13);
     }
-    kv.second.sig = std::move(sig);
+    kv.second.sig = sig;
   }
 }
 
@@ -388,6 +453,7 @@ void build_facts(ProcFacts& f) {
     if (im.parent_pos >= 0 && static_cast<size_t>(im.parent_pos) < child_ns.size())
       child_ns[im.parent_pos] += im.duration_ns();
   uint64_t main_thread = p.imports.empty() ? 0 : p.imports[0].thread;
+  f.mods.reserve(p.imports.size() + 16);
   for (size_t i = 0; i < p.imports.size(); ++i) {
     const Import& im = p.imports[i];
     if (im.thread == main_thread) f.main_seq.push_back(static_cast<uint32_t>(i));
@@ -412,59 +478,68 @@ void build_facts(ProcFacts& f) {
   build_history(f);
 
   // Bindings.
+  f.bindings.reserve(p.bindings.size());
   for (const auto& b : p.bindings) {
     BindingFact bf;
     bf.b = &b;
     auto it = f.keys.find(b.parent);
     if (!b.bound_on.present || it == f.keys.end() || it->second.entries.empty()) {
-      bf.rel = "unknown";
+      bf.rel = kUnknown;
     } else {
       const auto& es = it->second.entries;
       int64_t at = -1;
       for (size_t i = 0; i < es.size(); ++i)
         if (es[i].time_ns <= b.time_ns) at = static_cast<int64_t>(i);
-      const Entry* last = it->second.current >= 0 ? &es[it->second.current] : nullptr;
-      if (at >= 0 && es[at].obj.id == b.bound_on.id) {
-        if (last && last->obj.id == b.bound_on.id) {
-          bf.rel = "current";
+      const Lean* last = it->second.current >= 0 ? &es[it->second.current] : nullptr;
+      if (at >= 0 && es[at].obj->id == b.bound_on.id) {
+        if (last && last->obj->id == b.bound_on.id) {
+          bf.rel = kCurrent;
         } else {
-          bf.rel = "later_replaced";
+          bf.rel = kLaterReplaced;
           for (size_t i = at + 1; i < es.size(); ++i)
-            if (es[i].obj.id != b.bound_on.id) {
-              bf.replaced_by = describe(es[i].obj, es[i].origin);
-              if (!es[i].set_by.empty()) bf.replaced_by += " at " + fmt_loc(es[i].set_by);
+            if (es[i].obj->id != b.bound_on.id) {
+              bf.replaced_by = static_cast<int64_t>(i);
               break;
             }
-          if (bf.replaced_by.empty()) bf.replaced_by = "removal from sys.modules";
         }
       } else {
-        bf.rel = "other";
+        bf.rel = kOther;
         for (const auto& e : es)
-          if (e.obj.id == b.bound_on.id) bf.rel = "stale";
+          if (e.obj->id == b.bound_on.id) bf.rel = kStale;
       }
     }
-    bf.sig = b.parent + "." + b.attribute + "|" + model::binding_status_name(b.status) + "|" +
-             bf.rel + (b.bound_on.is_proxy() ? "|proxy" : "");
-    f.bindings.push_back(std::move(bf));
+    uint64_t sig = mix(hs(b.parent), hs(b.attribute));
+    sig = mix(sig, static_cast<uint64_t>(b.status));
+    sig = mix(sig, bf.rel);
+    sig = mix(sig, b.bound_on.is_proxy() ? 7 : 5);
+    bf.sig = sig;
+    f.bindings.push_back(bf);
   }
 
   // Proxy accesses.
   for (const auto& a : p.proxy_accesses) {
     AccessFact af;
     af.a = &a;
-    if (!a.stack.empty()) af.where = norm.loc(a.stack[0]);
     auto fk = a.proxy.present ? f.first_key_of.find(a.proxy.id) : f.first_key_of.end();
     if (fk != f.first_key_of.end()) af.story = fk->second;
     else if (!a.proxy.name.empty()) af.story = a.proxy.name;
     else af.story = a.forwarded_to.name;
-    af.sig = af.story + "|" + a.proxy.type + "|" + model::proxy_access_kind_name(a.kind) + "|" +
-             a.attribute + "|" + (a.ok ? std::string("ok") : a.error_type) + "|" +
-             a.forwarded_to.name + "|" + af.where.file + ":" + af.where.function;
-    f.accesses.push_back(std::move(af));
+    uint64_t sig = mix(hs(af.story), hs(a.proxy.type));
+    sig = mix(sig, static_cast<uint64_t>(a.kind));
+    sig = mix(sig, hs(a.attribute));
+    sig = mix(sig, a.ok ? 1 : hs(a.error_type));
+    sig = mix(sig, hs(a.forwarded_to.name));
+    if (!a.stack.empty()) {
+      sig = mix(sig, hs(norm(a.stack[0].file)));
+      sig = mix(sig, hs(a.stack[0].function));
+    }
+    af.sig = sig;
+    f.accesses.push_back(af);
   }
 
   // One file, two module objects; one object under two names.
-  std::unordered_map<std::string, std::vector<std::pair<uint64_t, std::string>>> by_file;
+  std::unordered_map<SV, std::vector<std::pair<uint64_t, SV>>> by_file;
+  by_file.reserve(p.imports.size() + 16);
   for (const auto& im : p.imports) {
     if (!im.ok || !im.object.present || !im.object.is_plain_module()) continue;
     const std::string& file = !im.object.file.empty() ? im.object.file : im.file;
@@ -472,23 +547,24 @@ void build_facts(ProcFacts& f) {
     auto& v = by_file[file];
     bool seen = false;
     for (const auto& x : v) seen |= x.first == im.object.id;
-    if (!seen) v.emplace_back(im.object.id, im.name);
+    if (!seen) v.emplace_back(im.object.id, SV(im.name));
   }
   for (auto& kv : by_file) {
     if (kv.second.size() < 2) continue;
     std::vector<std::string> names;
-    for (const auto& x : kv.second) names.push_back(x.second);
+    for (const auto& x : kv.second) names.emplace_back(x.second);
     std::sort(names.begin(), names.end());
-    std::string sig = "file " + norm(kv.first) + " executed as " + std::to_string(names.size()) +
-                      " module objects:";
+    std::string sig = "file " + norm(std::string(kv.first)) + " executed as " +
+                      std::to_string(names.size()) + " module objects:";
     for (const auto& n : names) sig += " " + n;
     f.duplicates.emplace_back(sig, names[0]);
   }
   for (const auto& key : f.key_order) {
     for (const auto& e : f.keys[key].entries) {
-      if (!e.obj.is_plain_module() || e.relation.compare(0, 21, "same object as under ") != 0)
-        continue;
-      f.duplicates.emplace_back("module object under two names: " + key + " " + e.relation, key);
+      if (!e.obj->is_plain_module() || e.rel != kSameAsKey) continue;
+      f.duplicates.emplace_back("module object under two names: " + std::string(key) + " " +
+                                    relation_text(e),
+                                std::string(key));
     }
   }
 }
@@ -497,60 +573,105 @@ void build_facts(ProcFacts& f) {
 struct Group {
   std::string key;
   std::vector<ProcFacts*> procs;
-  // Union over the group, each with a representative.
-  std::unordered_map<std::string, std::vector<std::pair<const ProcFacts*, const KeyHistory*>>> key_sigs;
-  std::unordered_map<std::string, std::pair<const ProcFacts*, const ModFacts*>> mods_ok;
-  std::unordered_map<std::string, std::vector<std::pair<const ProcFacts*, const Import*>>> failed;
-  std::unordered_map<std::string, uint64_t> min_self;
-  std::unordered_map<std::string, std::vector<std::pair<const ProcFacts*, const BindingFact*>>> binding_sigs;
-  std::unordered_map<std::string, std::vector<std::pair<const ProcFacts*, const AccessFact*>>> access_sigs;
+  // Union over the group, each with a representative. One map entry per module name.
+  using KeyRep = std::pair<const ProcFacts*, const KeyHistory*>;
+  struct GKey {
+    KeyRep first{nullptr, nullptr};
+    std::vector<KeyRep> more;  // other signatures, rare (xdist workers, subprocesses)
+    template <class Fn> void each(Fn&& fn) const {
+      fn(first);
+      for (const auto& x : more) fn(x);
+    }
+    bool has(uint64_t sig) const {
+      bool found = first.second->sig == sig;
+      for (const auto& x : more) found |= x.second->sig == sig;
+      return found;
+    }
+  };
+  struct GMod {
+    uint64_t pos = 0;
+    const ProcFacts* okp = nullptr;
+    const ModFacts* okm = nullptr;
+    uint64_t min_self = UINT64_MAX;
+    std::vector<std::pair<const ProcFacts*, const Import*>> failed;
+  };
+  std::unordered_map<SV, GKey> key_sigs;
+  std::unordered_map<SV, GMod> mods;
+  std::unordered_map<uint64_t, std::pair<const ProcFacts*, const BindingFact*>> binding_sigs;
+  std::unordered_map<uint64_t, std::pair<const ProcFacts*, const BindingFact*>> binding_by_child;
+  std::unordered_map<uint64_t, std::vector<std::pair<const ProcFacts*, const AccessFact*>>> access_sigs;
+  std::unordered_map<uint64_t, std::pair<const ProcFacts*, const AccessFact*>> access_by_attr;
   std::unordered_map<std::string, std::pair<const ProcFacts*, std::string>> dup_sigs;
-  std::vector<std::string> mod_order;  // first process's order then others'
-  std::unordered_map<std::string, uint64_t> first_pos;
+  std::vector<SV> mod_order;  // first process's order then others'
+
+  static uint64_t child_key(SV parent, SV attr) { return mix(hs(parent), hs(attr)); }
 
   void build() {
     for (const ProcFacts* f : procs) {
+      key_sigs.reserve(key_sigs.size() + f->keys.size());
+      mods.reserve(mods.size() + f->mods.size());
       for (const auto& key : f->key_order) {
         const KeyHistory& h = f->keys.at(key);
-        auto& v = key_sigs[key];
-        bool seen = false;
-        for (const auto& x : v) seen |= x.second->sig == h.sig;
-        if (!seen) v.emplace_back(f, &h);
+        GKey& gk = key_sigs[key];
+        if (!gk.first.first) gk.first = {f, &h};
+        else if (!gk.has(h.sig)) gk.more.emplace_back(f, &h);
       }
       for (const auto& name : f->mod_order) {
         const ModFacts& m = f->mods.at(name);
-        if (!first_pos.count(name)) {
-          first_pos[name] = m.pos;
+        auto ins = mods.emplace(name, GMod());
+        GMod& gm = ins.first->second;
+        if (ins.second) {
+          gm.pos = m.pos;
           mod_order.push_back(name);
         }
         if (m.ok) {
-          mods_ok.emplace(name, std::make_pair(f, &m));
-          auto ms = min_self.find(name);
-          if (ms == min_self.end()) min_self[name] = m.self_ns;
-          else ms->second = std::min(ms->second, m.self_ns);
+          if (!gm.okm) {
+            gm.okp = f;
+            gm.okm = &m;
+          }
+          gm.min_self = std::min(gm.min_self, m.self_ns);
         }
         for (const Import* im : m.failed) {
-          auto& v = failed[name];
           bool seen = false;
-          for (const auto& x : v) seen |= x.second->error_type == im->error_type;
-          if (!seen) v.emplace_back(f, im);
+          for (const auto& x : gm.failed) seen |= x.second->error_type == im->error_type;
+          if (!seen) gm.failed.emplace_back(f, im);
         }
       }
-      for (const auto& bf : f->bindings) binding_sigs[bf.sig].emplace_back(f, &bf);
-      for (const auto& af : f->accesses) access_sigs[af.sig].emplace_back(f, &af);
+      binding_sigs.reserve(binding_sigs.size() + f->bindings.size());
+      binding_by_child.reserve(binding_by_child.size() + f->bindings.size());
+      for (const auto& bf : f->bindings) {
+        binding_sigs.emplace(bf.sig, std::make_pair(f, &bf));
+        binding_by_child.emplace(child_key(bf.b->parent, bf.b->attribute), std::make_pair(f, &bf));
+      }
+      for (const auto& af : f->accesses) {
+        access_sigs[af.sig].emplace_back(f, &af);
+        access_by_attr.emplace(child_key(af.story, af.a->attribute), std::make_pair(f, &af));
+      }
       for (const auto& d : f->duplicates) dup_sigs.emplace(d.first, std::make_pair(f, d.second));
     }
   }
-  uint64_t pos_of(const std::string& name) const {
-    auto it = first_pos.find(name);
-    return it == first_pos.end() ? UINT64_MAX : it->second;
+  const GMod* mod(SV name) const {
+    auto it = mods.find(name);
+    return it == mods.end() ? nullptr : &it->second;
+  }
+  bool ok(SV name) const {
+    const GMod* m = mod(name);
+    return m && m->okm;
+  }
+  bool has_failed(SV name) const {
+    const GMod* m = mod(name);
+    return m && !m->failed.empty();
+  }
+  uint64_t pos_of(SV name) const {
+    const GMod* m = mod(name);
+    return m ? m->pos : UINT64_MAX;
   }
 };
 
-std::string history_text(const KeyHistory& h) {
+std::string history_text(const std::vector<Entry>& h) {
   std::string s;
   size_t n = 0;
-  for (const auto& e : h.entries) {
+  for (const auto& e : h) {
     if (!s.empty()) s += "; then ";
     s += std::to_string(++n) + ". " + describe(e.obj, e.origin);
     if (e.before_trace) s += " already there";
@@ -582,45 +703,51 @@ class Engine {
   }
 
   void compare_identity(const Group& g, const Group& b, const std::string& role) {
-    // Walk keys in the bad group's first-import order, for stable output.
-    std::vector<std::string> keys;
-    for (const auto& kv : b.key_sigs) keys.push_back(kv.first);
-    std::sort(keys.begin(), keys.end(), [&](const std::string& x, const std::string& y) {
+    std::vector<SV> keys;
+    for (const auto& kv : b.key_sigs) {
+      auto git = g.key_sigs.find(kv.first);
+      bool all_known = git != g.key_sigs.end();
+      if (all_known) kv.second.each([&](const Group::KeyRep& bad) { all_known &= git->second.has(bad.second->sig); });
+      if (!all_known) keys.push_back(kv.first);
+    }
+    // In the bad group's first-import order, for stable output.
+    std::sort(keys.begin(), keys.end(), [&](SV x, SV y) {
       uint64_t px = b.pos_of(x), py = b.pos_of(y);
       return px != py ? px < py : x < y;
     });
-    for (const auto& key : keys) {
-      const auto& bads = b.key_sigs.at(key);
+    for (SV key : keys) {
       auto git = g.key_sigs.find(key);
-      for (const auto& bad : bads) {
+      b.key_sigs.at(key).each([&](const Group::KeyRep& bad) {
         const KeyHistory& bh = *bad.second;
         const KeyHistory* gh = nullptr;
-        bool known = false;
+        const ProcFacts* gp = nullptr;
         if (git != g.key_sigs.end()) {
-          gh = git->second.front().second;
-          for (const auto& x : git->second) known |= x.second->sig == bh.sig;
+          if (git->second.has(bh.sig)) return;
+          gh = git->second.first.second;
+          gp = git->second.first.first;
         }
-        if (known) continue;
+        std::vector<Entry> be = materialize(*bad.first, bh);
+        std::string k(key);
         if (!gh) {
-          // A key the good run never had: only a proxy is worth an identity finding
-          // (plain additions are module_added).
-          if (bh.has_proxy) proxy_finding(key, bh, nullptr, *bad.first, role);
-          else if (bh.entries.size() > 1) replaced_finding(key, bh, nullptr, *bad.first, role);
-          continue;
+          // A key the good run never had: only a proxy or a replacement is worth an
+          // identity finding (plain additions are module_added).
+          if (bh.has_proxy) proxy_finding(k, be, nullptr, *bad.first, role);
+          else if (be.size() > 1) replaced_finding(k, be, nullptr, *bad.first, role);
+          return;
         }
+        std::vector<Entry> ge = materialize(*gp, *gh);
         bool proxy_new = bh.has_proxy && !gh->has_proxy;
-        bool replaced = bh.entries.size() > 1 || gh->entries.size() > 1 ||
-                        (!bh.entries.empty() && !gh->entries.empty() &&
-                         bh.entries[0].via_import != gh->entries[0].via_import);
-        if (replaced) replaced_finding(key, bh, gh, *bad.first, role);
-        if (proxy_new) proxy_finding(key, bh, gh, *bad.first, role);
-        if (!replaced && !proxy_new) replaced_finding(key, bh, gh, *bad.first, role);
-      }
+        bool replaced = be.size() > 1 || ge.size() > 1 ||
+                        (!be.empty() && !ge.empty() && be[0].via_import != ge[0].via_import);
+        if (replaced) replaced_finding(k, be, &ge, *bad.first, role);
+        if (proxy_new) proxy_finding(k, be, &ge, *bad.first, role);
+        if (!replaced && !proxy_new) replaced_finding(k, be, &ge, *bad.first, role);
+      });
     }
   }
 
-  void replaced_finding(const std::string& key, const KeyHistory& bh, const KeyHistory* gh,
-                        const ProcFacts& pf, const std::string& role) {
+  void replaced_finding(const std::string& key, const std::vector<Entry>& bh,
+                        const std::vector<Entry>* gh, const ProcFacts& pf, const std::string& role) {
     Finding f;
     f.kind = "sys_modules_replaced";
     f.module = key;
@@ -632,22 +759,20 @@ class Engine {
     // The first entry of bad that differs from good: that is the change.
     size_t i = 0;
     if (gh) {
-      while (i < bh.entries.size() && i < gh->entries.size() &&
-             bh.entries[i].via_import == gh->entries[i].via_import &&
-             obj_kind(bh.entries[i].obj) == obj_kind(gh->entries[i].obj) &&
-             bh.entries[i].obj.is_proxy() == gh->entries[i].obj.is_proxy() &&
-             bh.entries[i].relation == gh->entries[i].relation)
+      while (i < bh.size() && i < gh->size() && bh[i].via_import == (*gh)[i].via_import &&
+             obj_kind(bh[i].obj) == obj_kind((*gh)[i].obj) &&
+             bh[i].obj.is_proxy() == (*gh)[i].obj.is_proxy() && bh[i].relation == (*gh)[i].relation)
         ++i;
     }
     const std::string k = "sys.modules['" + key + "']";
-    if (i < bh.entries.size()) {
-      const Entry& e = bh.entries[i];
+    if (i < bh.size()) {
+      const Entry& e = bh[i];
       f.severity = Severity::Error;
       f.where = e.stack;
       if (f.where.empty() && !e.set_by.empty()) f.where.push_back(e.set_by);
       f.test = e.test;
       if (i > 0) {
-        const Entry& old = bh.entries[i - 1];
+        const Entry& old = bh[i - 1];
         f.summary = k + " replaced: " + describe(old.obj, old.origin) + " -> " +
                     describe(e.obj, e.origin) +
                     (e.relation != "new object" ? " (" + e.relation + ")" : std::string()) +
@@ -656,12 +781,11 @@ class Engine {
         f.summary = k + " holds " + describe(e.obj, e.origin) +
                     (e.via_import ? " (from the import system)" : " (by assignment)") +
                     " instead of " +
-                    (gh && !gh->entries.empty() ? describe(gh->entries[0].obj, gh->entries[0].origin)
-                                                : std::string("nothing"));
+                    (gh && !gh->empty() ? describe((*gh)[0].obj, (*gh)[0].origin) : std::string("nothing"));
       }
       if (!e.set_by.empty()) f.summary += " at " + fmt_loc(e.set_by);
-    } else if (gh && i < gh->entries.size()) {
-      const Entry& e = gh->entries[i];
+    } else if (gh && i < gh->size()) {
+      const Entry& e = (*gh)[i];
       f.severity = Severity::Warning;
       f.summary = k + ": the good run then had " + describe(e.obj, e.origin) +
                   (e.via_import ? " from the import system" : " by assignment") +
@@ -670,14 +794,14 @@ class Engine {
     } else {
       // Same entries, different relation/removal details.
       f.severity = Severity::Warning;
-      f.summary = k + ": what sat under the name differs (" + bh.sig + ")";
+      f.summary = k + ": what sat under the name differs";
     }
     add(std::move(f));
   }
 
-  void proxy_finding(const std::string& key, const KeyHistory& bh, const KeyHistory* gh,
-                     const ProcFacts& pf, const std::string& role) {
-    for (const auto& e : bh.entries) {
+  void proxy_finding(const std::string& key, const std::vector<Entry>& bh,
+                     const std::vector<Entry>* gh, const ProcFacts& pf, const std::string& role) {
+    for (const auto& e : bh) {
       if (!e.obj.is_proxy()) continue;
       Finding f;
       f.kind = "proxy_in_sys_modules";
@@ -699,63 +823,92 @@ class Engine {
     }
   }
 
+  // Bindings the good run never had and that are anomalous by themselves; children of one
+  // parent bound the same wrong way are one finding.
   void compare_bindings(const Group& g, const Group& b, const std::string& role) {
-    std::vector<const std::string*> sigs;
-    for (const auto& kv : b.binding_sigs) sigs.push_back(&kv.first);
-    std::sort(sigs.begin(), sigs.end(), [](const std::string* x, const std::string* y) { return *x < *y; });
-    for (const std::string* sig : sigs) {
-      if (g.binding_sigs.count(*sig)) continue;
-      const auto& rep = b.binding_sigs.at(*sig).front();
+    struct Agg {
+      std::vector<std::pair<const ProcFacts*, const BindingFact*>> items;
+    };
+    std::map<std::string, Agg> aggs;  // parent|status|rel|proxy
+    for (const auto& kv : b.binding_sigs) {
+      if (g.binding_sigs.count(kv.first)) continue;
+      const auto& rep = kv.second;
       const BindingFact& bf = *rep.second;
       const model::Binding& bd = *bf.b;
-      bool anomalous = bd.status != model::BindingStatus::Bound || bf.rel != "current" ||
+      bool anomalous = bd.status != model::BindingStatus::Bound || bf.rel != kCurrent ||
                        bd.bound_on.is_proxy();
       if (!anomalous) continue;
+      std::string k = bd.parent + "|" + model::binding_status_name(bd.status) + "|" +
+                      bind_rel_name(bf.rel) + (bd.bound_on.is_proxy() ? "|proxy" : "");
+      aggs[k].items.push_back(rep);
+    }
+    for (auto& kv : aggs) {
+      auto& items = kv.second.items;
+      std::sort(items.begin(), items.end(), [](const auto& x, const auto& y) {
+        return x.second->b->import_index < y.second->b->import_index;
+      });
+      const ProcFacts& pf = *items.front().first;
+      const BindingFact& bf = *items.front().second;
+      const model::Binding& bd = *bf.b;
       Finding f;
       bool on_proxy = bd.status == model::BindingStatus::OnProxy || bd.bound_on.is_proxy();
       f.kind = on_proxy ? "binding_on_proxy" : "binding_mismatch";
       f.severity = Severity::Error;
-      f.module = bd.child_module();
+      f.module = items.size() == 1 ? bd.child_module() : bd.parent;
       f.story = bd.parent;
       f.process = role;
-      f.order = first_pos(*rep.first, bd.child_module());
+      f.order = first_pos(pf, bd.child_module());
       f.test = bd.test;
-      std::string what = "'" + bd.attribute + "' (" + bd.child_module() + ") bound on " +
-                         describe(bd.bound_on, rep.first->norm ? (*rep.first->norm)(bd.bound_on.file) : "");
-      if (bf.rel == "later_replaced")
+      std::string who = items.size() == 1
+                            ? "'" + bd.attribute + "' (" + bd.child_module() + ")"
+                            : std::to_string(items.size()) + " children of " + bd.parent + " (" +
+                                  bd.attribute + ", ...)";
+      std::string what = who + " bound on " + describe(bd.bound_on, (*pf.norm)(bd.bound_on.file));
+      std::string replaced_by;
+      if (bf.rel == kLaterReplaced) {
+        auto it = pf.keys.find(bd.parent);
+        if (it != pf.keys.end() && bf.replaced_by >= 0) {
+          Entry e = materialize(pf, it->second.entries[bf.replaced_by]);
+          replaced_by = describe(e.obj, e.origin);
+          if (!e.set_by.empty()) replaced_by += " at " + fmt_loc(e.set_by);
+        } else {
+          replaced_by = "removal from sys.modules";
+        }
+      }
+      if (bf.rel == kLaterReplaced)
         f.summary = what + ", the object under sys.modules['" + bd.parent +
-                    "'] that was later replaced by " + bf.replaced_by;
-      else if (bf.rel == "stale")
+                    "'] that was later replaced by " + replaced_by;
+      else if (bf.rel == kStale)
         f.summary = what + ", an object no longer under sys.modules['" + bd.parent + "']";
-      else if (bf.rel == "other")
+      else if (bf.rel == kOther)
         f.summary = what + ", not the object under sys.modules['" + bd.parent + "']";
       else
         f.summary = what + ": " + model::binding_status_name(bd.status);
-      if (bd.status != model::BindingStatus::Bound && bf.rel != "current")
+      if (bd.status != model::BindingStatus::Bound && bf.rel != kCurrent)
         f.summary += std::string(" (status ") + model::binding_status_name(bd.status) + ")";
-      if (bf.rel == "later_replaced")
-        f.brief = bd.child_module() + " was bound on the replaced object";
-      else if (on_proxy)
-        f.brief = bd.child_module() + " was bound on a proxy";
-      else
-        f.brief = bd.child_module() + " binding " + bf.rel;
+      std::string subject = items.size() == 1 ? bd.child_module() : who;
+      if (bf.rel == kLaterReplaced) f.brief = subject + " bound on the replaced object";
+      else if (on_proxy) f.brief = subject + " bound on a proxy";
+      else f.brief = subject + " binding " + bind_rel_name(bf.rel);
       f.bad = "status " + std::string(model::binding_status_name(bd.status)) + ", bound_on " +
-              bf.rel + (bd.bound_on.is_proxy() ? ", a proxy" : "");
-      // Good evidence: how the same child was bound there.
-      std::string gsig;
-      for (const auto& kv : g.binding_sigs)
-        if (kv.first.compare(0, bd.parent.size() + bd.attribute.size() + 2,
-                             bd.parent + "." + bd.attribute + "|") == 0) {
-          const BindingFact& gbf = *kv.second.front().second;
-          gsig = "status " + std::string(model::binding_status_name(gbf.b->status)) +
-                 ", bound_on " + gbf.rel + (gbf.b->bound_on.is_proxy() ? ", a proxy" : "");
-          break;
-        }
-      f.good = gsig.empty() ? "not bound" : gsig;
-      // Where: the import that bound it.
-      int64_t pos = rep.first->p->import_position(bd.import_index);
+              bind_rel_name(bf.rel) + (bd.bound_on.is_proxy() ? ", a proxy" : "");
+      if (items.size() > 1) {
+        f.bad += ": ";
+        for (size_t i = 0; i < items.size() && i < 20; ++i)
+          f.bad += (i ? ", " : "") + items[i].second->b->attribute;
+        if (items.size() > 20) f.bad += ", ... (" + std::to_string(items.size() - 20) + " more)";
+      }
+      auto gb = g.binding_by_child.find(Group::child_key(bd.parent, bd.attribute));
+      if (gb != g.binding_by_child.end()) {
+        const BindingFact& gbf = *gb->second.second;
+        f.good = "status " + std::string(model::binding_status_name(gbf.b->status)) +
+                 ", bound_on " + bind_rel_name(gbf.rel) + (gbf.b->bound_on.is_proxy() ? ", a proxy" : "");
+      } else {
+        f.good = "not bound";
+      }
+      int64_t pos = pf.p->import_position(bd.import_index);
       if (pos >= 0) {
-        Location l = rep.first->norm->loc(rep.first->p->imports[pos].importer);
+        Location l = pf.norm->loc(pf.p->imports[pos].importer);
         if (!l.empty()) f.where.push_back(l);
       }
       add(std::move(f));
@@ -763,24 +916,25 @@ class Engine {
   }
 
   void compare_accesses(const Group& g, const Group& b, const std::string& role) {
-    std::vector<const std::string*> sigs;
-    for (const auto& kv : b.access_sigs) sigs.push_back(&kv.first);
-    std::sort(sigs.begin(), sigs.end(), [](const std::string* x, const std::string* y) { return *x < *y; });
-    for (const std::string* sig : sigs) {
-      if (g.access_sigs.count(*sig)) continue;
-      const auto& all = b.access_sigs.at(*sig);
+    std::vector<uint64_t> sigs;
+    for (const auto& kv : b.access_sigs)
+      if (!g.access_sigs.count(kv.first) && !kv.second.front().second->a->ok) sigs.push_back(kv.first);
+    std::sort(sigs.begin(), sigs.end());
+    for (uint64_t sig : sigs) {
+      const auto& all = b.access_sigs.at(sig);
       const AccessFact& af = *all.front().second;
+      const ProcFacts& pf = *all.front().first;
       const model::ProxyAccess& a = *af.a;
-      if (a.ok) continue;
+      Location where = a.stack.empty() ? Location() : pf.norm->loc(a.stack[0]);
       Finding f;
       f.kind = "proxy_forward_failed";
       bool module_getattr = a.kind == model::ProxyAccessKind::ModuleGetattr;
       f.severity = !module_getattr ? Severity::Error
-                   : g.mods_ok.count(af.story) ? Severity::Warning : Severity::Info;
-      f.module = af.story;
-      f.story = af.story;
+                   : g.ok(af.story) ? Severity::Warning : Severity::Info;
+      f.module = std::string(af.story);
+      f.story = f.module;
       f.process = role;
-      f.order = first_pos(*all.front().first, af.story);
+      f.order = first_pos(pf, af.story);
       std::set<std::string> seen;
       for (const auto& x : all) {
         const std::string& t = x.second->a->test;
@@ -793,80 +947,75 @@ class Engine {
       if (a.forwarded_to.present)
         f.summary += " (forwarded to '" + (a.forwarded_to.name.empty() ? obj_kind(a.forwarded_to)
                                                                          : a.forwarded_to.name) + "')";
-      if (!af.where.empty()) f.summary += " at " + fmt_loc(af.where);
+      if (!where.empty()) f.summary += " at " + fmt_loc(where);
       if (!f.test.empty()) f.summary += " in " + f.test;
       if (f.tests.size() > 1) f.summary += " and " + std::to_string(f.tests.size() - 1) + " more tests";
       f.brief = "." + a.attribute + " through it failed (" + a.error_type + ")" +
-                (af.where.empty() ? std::string() : " at " + fmt_loc(af.where)) +
+                (where.empty() ? std::string() : " at " + fmt_loc(where)) +
                 (f.tests.empty() ? std::string()
                                  : " in " + std::to_string(f.tests.size()) + " test" +
                                        (f.tests.size() == 1 ? "" : "s"));
       f.bad = std::to_string(all.size()) + " failing lookup" + (all.size() == 1 ? "" : "s") +
               " of ." + a.attribute + ": " + a.outcome();
-      // Good evidence: the same attribute looked up through a proxy there?
-      std::string gev;
-      for (const auto& kv : g.access_sigs) {
-        const model::ProxyAccess& ga = *kv.second.front().second->a;
-        if (ga.attribute == a.attribute && kv.second.front().second->story == af.story) {
-          gev = "lookup of ." + ga.attribute + " on " + describe(ga.proxy, "") + ": " + ga.outcome();
-          break;
-        }
+      auto ga = g.access_by_attr.find(Group::child_key(af.story, a.attribute));
+      if (ga != g.access_by_attr.end()) {
+        const model::ProxyAccess& x = *ga->second.second->a;
+        f.good = "lookup of ." + x.attribute + " on " + describe(x.proxy, "") + ": " + x.outcome();
+      } else {
+        f.good = "no such lookup reached a proxy or module __getattr__";
       }
-      f.good = gev.empty() ? "no such lookup reached a proxy or module __getattr__" : gev;
-      for (size_t i = 0; i < a.stack.size() && i < 4; ++i) f.where.push_back(all.front().first->norm->loc(a.stack[i]));
+      for (size_t i = 0; i < a.stack.size() && i < 4; ++i) f.where.push_back(pf.norm->loc(a.stack[i]));
       add(std::move(f));
     }
   }
 
   void compare_failed(const Group& g, const Group& b, const std::string& role) {
-    for (const auto& name : b.mod_order) {
-      auto it = b.failed.find(name);
-      if (it == b.failed.end()) continue;
-      auto git = g.failed.find(name);
-      for (const auto& x : it->second) {
+    for (const auto& kv : b.mods) {
+      if (kv.second.failed.empty()) continue;
+      SV name = kv.first;
+      const Group::GMod* gm = g.mod(name);
+      for (const auto& x : kv.second.failed) {
         bool known = false;
-        if (git != g.failed.end())
-          for (const auto& y : git->second) known |= y.second->error_type == x.second->error_type;
+        if (gm)
+          for (const auto& y : gm->failed) known |= y.second->error_type == x.second->error_type;
         if (known) continue;
         const Import& im = *x.second;
         Finding f;
         f.kind = "import_failed";
-        bool was_ok = g.mods_ok.count(name) > 0;
+        bool was_ok = g.ok(name);
         f.severity = was_ok ? Severity::Error : Severity::Warning;
-        f.module = name;
-        f.story = name;
+        f.module = std::string(name);
+        f.story = f.module;
         f.process = role;
         f.order = b.pos_of(name);
         f.test = im.test;
-        f.summary = "import " + name + " failed: " + im.error_text();
-        f.brief = "import " + name + " failed (" + im.error_type + ")";
+        f.summary = "import " + f.module + " failed: " + im.error_text();
+        f.brief = "import " + f.module + " failed (" + im.error_type + ")";
         Location l = x.first->norm->loc(im.importer);
         if (!l.empty()) {
           f.summary += " (imported at " + fmt_loc(l) + ")";
           f.where.push_back(l);
         }
         f.bad = im.error_text();
-        f.good = was_ok ? "imported fine" : (git != g.failed.end() ? "failed with " + git->second.front().second->error_text()
-                                                                   : "not imported");
+        f.good = was_ok ? "imported fine"
+                        : (gm && !gm->failed.empty() ? "failed with " + gm->failed.front().second->error_text()
+                                                 : "not imported");
         add(std::move(f));
       }
     }
   }
 
   void compare_duplicates(const Group& g, const Group& b, const std::string& role) {
-    std::vector<const std::string*> sigs;
-    for (const auto& kv : b.dup_sigs) sigs.push_back(&kv.first);
-    std::sort(sigs.begin(), sigs.end(), [](const std::string* x, const std::string* y) { return *x < *y; });
-    for (const std::string* sig : sigs) {
-      if (g.dup_sigs.count(*sig)) continue;
+    for (const auto& kv : b.dup_sigs) {
+      if (g.dup_sigs.count(kv.first)) continue;
       Finding f;
       f.kind = "duplicate_module";
       f.severity = Severity::Warning;
-      f.module = b.dup_sigs.at(*sig).second;
+      f.module = kv.second.second;
       f.process = role;
       f.order = b.pos_of(f.module);
-      f.summary = *sig;
-      f.bad = *sig;
+      f.summary = kv.first;
+      f.bad = kv.first;
       f.good = "not so";
       add(std::move(f));
     }
@@ -875,40 +1024,44 @@ class Engine {
   void compare_modules(const Group& g, const Group& b, const std::string& role) {
     // Added / missing, aggregated per top-level package.
     auto aggregate = [&](const Group& from, const Group& other, const char* kind, bool in_bad) {
-      std::map<std::string, std::vector<std::string>> by_top;
-      std::vector<std::string> tops;
-      for (const auto& name : from.mod_order) {
-        if (!from.mods_ok.count(name) || other.mods_ok.count(name)) continue;
-        if (other.failed.count(name)) continue;  // import_failed tells that story
-        std::string t = top_level(name);
-        if (!by_top.count(t)) tops.push_back(t);
-        by_top[t].push_back(name);
+      std::unordered_map<SV, std::vector<SV>> by_top;
+      std::vector<SV> tops;
+      for (SV name : from.mod_order) {
+        if (!from.ok(name) || other.ok(name)) continue;
+        if (other.has_failed(name)) continue;  // import_failed tells that story
+        SV t = name.substr(0, name.find('.'));
+        auto ins = by_top.emplace(t, std::vector<SV>());
+        if (ins.second) tops.push_back(t);
+        ins.first->second.push_back(name);
       }
-      for (const auto& t : tops) {
+      for (SV t : tops) {
         const auto& names = by_top[t];
         Finding f;
         f.kind = kind;
         f.severity = Severity::Warning;
-        f.module = names[0];
-        for (const auto& n : names)
-          if (n.size() < f.module.size()) f.module = n;
+        SV shortest = names[0];
+        for (SV n : names)
+          if (n.size() < shortest.size()) shortest = n;
+        f.module = std::string(shortest);
         f.process = role;
         f.order = in_bad ? b.pos_of(names[0]) : UINT64_MAX - 1;
-        const auto& rep = from.mods_ok.at(names[0]);
-        const Import& im = *rep.second->first_ok;
-        Location l = rep.first->norm->loc(im.importer);
+        const Group::GMod& rep = *from.mod(names[0]);
+        const Import& im = *rep.okm->first_ok;
+        Location l = rep.okp->norm->loc(im.importer);
         if (!l.empty()) f.where.push_back(l);
         f.test = im.test;
         std::string list;
-        for (size_t i = 0; i < names.size() && i < 20; ++i) list += (i ? ", " : "") + names[i];
+        for (size_t i = 0; i < names.size() && i < 20; ++i) list += (i ? ", " : "") + std::string(names[i]);
         if (names.size() > 20) list += ", ... (" + std::to_string(names.size() - 20) + " more)";
-        std::string count = names.size() == 1 ? "" : " and " + std::to_string(names.size() - 1) + " more under " + t;
+        std::string count = names.size() == 1 ? "" : " and " + std::to_string(names.size() - 1) +
+                                                         " more under " + std::string(t);
+        std::string first(names[0]);
         if (in_bad) {
-          f.summary = "imported only in the bad run: " + names[0] + count;
+          f.summary = "imported only in the bad run: " + first + count;
           f.bad = list;
           f.good = "not imported";
         } else {
-          f.summary = "imported only in the good run: " + names[0] + count;
+          f.summary = "imported only in the good run: " + first + count;
           f.good = list;
           f.bad = "not imported";
         }
@@ -920,24 +1073,25 @@ class Engine {
     aggregate(g, b, "module_missing", false);
 
     // Origin, loader, timing of modules in both.
-    for (const auto& name : b.mod_order) {
-      auto bi = b.mods_ok.find(name);
-      if (bi == b.mods_ok.end()) continue;
-      auto gi = g.mods_ok.find(name);
-      if (gi == g.mods_ok.end()) continue;
-      const Import& bim = *bi->second.second->first_ok;
-      const Import& gim = *gi->second.second->first_ok;
-      PathNorm& bn = *bi->second.first->norm;
-      PathNorm& gn = *gi->second.first->norm;
-      std::string bo = bn(bim.origin), go = gn(gim.origin);
+    for (SV name : b.mod_order) {
+      const Group::GMod* bi = b.mod(name);
+      if (!bi || !bi->okm) continue;
+      const Group::GMod* gi = g.mod(name);
+      if (!gi || !gi->okm) continue;
+      const Import& bim = *bi->okm->first_ok;
+      const Import& gim = *gi->okm->first_ok;
+      PathNorm& bn = *bi->okp->norm;
+      PathNorm& gn = *gi->okp->norm;
+      const std::string& bo = bn(bim.origin);
+      const std::string& go = gn(gim.origin);
       if (bo != go) {
         Finding f;
         f.kind = "origin_changed";
         f.severity = Severity::Warning;
-        f.module = name;
+        f.module = std::string(name);
         f.process = role;
         f.order = b.pos_of(name);
-        f.summary = name + " now comes from " + (bo.empty() ? "<no origin>" : bo) + " (was " +
+        f.summary = f.module + " now comes from " + (bo.empty() ? "<no origin>" : bo) + " (was " +
                     (go.empty() ? "<no origin>" : go) + ")";
         f.good = go;
         f.bad = bo;
@@ -946,33 +1100,35 @@ class Engine {
         if (!l.empty()) f.where.push_back(l);
         add(std::move(f));
       }
-      std::string bl = normalize_loader(bim.loader), gl = normalize_loader(gim.loader);
-      if (bl != gl) {
-        Finding f;
-        f.kind = "loader_changed";
-        f.severity = Severity::Warning;
-        f.module = name;
-        f.process = role;
-        f.order = b.pos_of(name);
-        f.summary = name + " loaded by " + (bl.empty() ? "<none>" : bl) + " (was " +
-                    (gl.empty() ? "<none>" : gl) + ")";
-        f.good = gl;
-        f.bad = bl;
-        f.test = bim.test;
-        add(std::move(f));
+      if (bim.loader != gim.loader) {
+        std::string bl = normalize_loader(bim.loader), gl = normalize_loader(gim.loader);
+        if (bl != gl) {
+          Finding f;
+          f.kind = "loader_changed";
+          f.severity = Severity::Warning;
+          f.module = std::string(name);
+          f.process = role;
+          f.order = b.pos_of(name);
+          f.summary = f.module + " loaded by " + (bl.empty() ? "<none>" : bl) + " (was " +
+                      (gl.empty() ? "<none>" : gl) + ")";
+          f.good = gl;
+          f.bad = bl;
+          f.test = bim.test;
+          add(std::move(f));
+        }
       }
-      uint64_t bs = b.min_self.at(name), gs = g.min_self.at(name);
+      uint64_t bs = bi->min_self, gs = gi->min_self;
       if (bs >= gs + opt_.slower_min_ns &&
           static_cast<double>(bs) >= opt_.slower_ratio * static_cast<double>(gs)) {
         Finding f;
         f.kind = "import_slower";
         f.severity = Severity::Warning;
-        f.module = name;
+        f.module = std::string(name);
         f.process = role;
         f.order = b.pos_of(name);
         char ratio[32];
         snprintf(ratio, sizeof ratio, "%.1fx", gs ? static_cast<double>(bs) / gs : 0.0);
-        f.summary = name + " import (self time) " + fmt_ms(bs) + " vs " + fmt_ms(gs) +
+        f.summary = f.module + " import (self time) " + fmt_ms(bs) + " vs " + fmt_ms(gs) +
                     (gs ? std::string(" (") + ratio + ")" : std::string());
         f.good = fmt_ms(gs) + " self";
         f.bad = fmt_ms(bs) + " self";
@@ -981,7 +1137,7 @@ class Engine {
     }
   }
 
-  static uint64_t first_pos(const ProcFacts& pf, const std::string& name) {
+  static uint64_t first_pos(const ProcFacts& pf, SV name) {
     auto it = pf.mods.find(name);
     return it == pf.mods.end() ? UINT64_MAX - 2 : it->second.pos;
   }
@@ -1015,11 +1171,14 @@ class Engine {
     ctx(b, bs, d.bad_context);
 
     // Order of the modules both import: compare the filtered sequences.
-    std::unordered_set<std::string> in_g, in_b;
+    std::unordered_set<SV> in_g, in_b;
+    in_g.reserve(gs.size());
+    in_b.reserve(bs.size());
     for (uint32_t i : gs) in_g.insert(g.p->imports[i].name);
     for (uint32_t i : bs) in_b.insert(b.p->imports[i].name);
     std::vector<const std::string*> fg, fb;
-    std::unordered_set<std::string> seen;
+    std::unordered_set<SV> seen;
+    seen.reserve(gs.size());
     for (uint32_t i : gs) {
       const std::string& n = g.p->imports[i].name;
       if (in_b.count(n) && seen.insert(n).second) fg.push_back(&n);
