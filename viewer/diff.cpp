@@ -66,11 +66,34 @@ class PathNorm {
  public:
   explicit PathNorm(const Process& p) : roots_(p.sys_path_roots()), cwd_(p.cwd) {
     while (cwd_.size() > 1 && cwd_.back() == '/') cwd_.pop_back();
+    for (std::string r : roots_) {
+      while (r.size() > 1 && r.back() == '/') r.pop_back();
+      if (r.size() > 1 && r[0] == '/') trimmed_.push_back(r);
+    }
   }
   const std::string& operator()(const std::string& path) {
     auto it = cache_.find(path);
     if (it != cache_.end()) return it->second;
     return cache_.emplace(path, compute(path)).first->second;
+  }
+  // The relativized path as a view into `path` (the last-components fallback without its
+  // "..." marker): compares like operator() without allocating.
+  std::string_view view(const std::string& path) const {
+    std::string_view v(path);
+    if (path.empty() || path[0] != '/') return v;
+    size_t best = 0;
+    for (const auto& r : trimmed_)
+      if (r.size() > best && path.size() > r.size() + 1 && path.compare(0, r.size(), r) == 0 &&
+          path[r.size()] == '/')
+        best = r.size() + 1;
+    if (best) return v.substr(best);
+    if (!cwd_.empty() && cwd_ != "/" && path.size() > cwd_.size() + 1 &&
+        path.compare(0, cwd_.size(), cwd_) == 0 && path[cwd_.size()] == '/')
+      return v.substr(cwd_.size() + 1);
+    size_t cut = path.size();
+    for (int i = 0; i < 3 && cut != std::string::npos && cut > 0; ++i) cut = path.rfind('/', cut - 1);
+    if (cut == std::string::npos || cut == 0) return v;
+    return v.substr(cut);
   }
   Location loc(const Location& l) {
     Location out = l;
@@ -92,7 +115,7 @@ class PathNorm {
     if (cut == std::string::npos || cut == 0) return path;
     return "..." + path.substr(cut);
   }
-  std::vector<std::string> roots_;
+  std::vector<std::string> roots_, trimmed_;
   std::string cwd_;
   std::unordered_map<std::string, std::string> cache_;
 };
@@ -1082,9 +1105,9 @@ class Engine {
       const Import& gim = *gi->okm->first_ok;
       PathNorm& bn = *bi->okp->norm;
       PathNorm& gn = *gi->okp->norm;
-      const std::string& bo = bn(bim.origin);
-      const std::string& go = gn(gim.origin);
-      if (bo != go) {
+      if (bn.view(bim.origin) != gn.view(gim.origin)) {
+        const std::string& bo = bn(bim.origin);
+        const std::string& go = gn(gim.origin);
         Finding f;
         f.kind = "origin_changed";
         f.severity = Severity::Warning;
@@ -1215,6 +1238,7 @@ void rank_and_group(std::vector<Finding>& fs) {
   auto better = [](const Finding& a, const Finding& b) {
     if (a.category != b.category) return a.category < b.category;
     if (a.severity != b.severity) return a.severity > b.severity;
+    if (a.tests.size() != b.tests.size()) return a.tests.size() > b.tests.size();
     if (a.order != b.order) return a.order < b.order;
     if (a.module != b.module) return a.module < b.module;
     return a.summary < b.summary;
@@ -1238,18 +1262,19 @@ void rank_and_group(std::vector<Finding>& fs) {
   for (auto& f : out) {
     if (f.related.empty()) continue;
     std::string tail;
-    size_t bind = 0, lookups = 0, other = 0;
     for (const auto& r : f.related) {
       if (r.severity > f.severity) f.severity = r.severity;
-      if (r.kind == "binding_mismatch" || r.kind == "binding_on_proxy") ++bind;
-      else if (r.kind == "proxy_forward_failed") lookups += std::max<size_t>(1, r.tests.size());
-      else if (r.brief.empty() && r.kind != "proxy_in_sys_modules") ++other;
       if (f.test.empty() && !r.test.empty()) f.test = r.test;
     }
-    for (const auto& r : f.related)
-      if (!r.brief.empty()) tail += "; " + r.brief;
-    (void)bind;
-    (void)lookups;
+    // The story in one line: the first clause of each kind, then how many more.
+    std::set<std::string> told;
+    size_t untold = 0;
+    for (const auto& r : f.related) {
+      if (r.kind == "proxy_in_sys_modules" && f.kind == "sys_modules_replaced") continue;
+      if (!r.brief.empty() && told.insert(r.kind).second) tail += "; " + r.brief;
+      else ++untold;
+    }
+    if (untold) tail += "; +" + std::to_string(untold) + " more related";
     f.summary += tail;
   }
   fs = std::move(out);
