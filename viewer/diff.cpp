@@ -313,6 +313,9 @@ struct ProcFacts {
   std::vector<std::pair<std::string, std::string>> duplicates;  // (sig, module)
 };
 
+// importlib's own frames say nothing about who did it.
+bool is_bootstrap(const Location& l) { return l.file.compare(0, 18, "<frozen importlib.") == 0; }
+
 std::string relation_text(const Lean& e) {
   if (e.rel == kSameAsKey) return "same object as under '" + std::string(e.rel_key) + "'";
   if (e.rel == kSameAsEntry) return "same as entry #" + std::to_string(e.rel_entry + 1);
@@ -333,7 +336,8 @@ Entry materialize(const ProcFacts& f, const Lean& l) {
   e.origin = origin_text(norm, l);
   e.relation = relation_text(l);
   if (l.stack_raw)
-    for (size_t i = 0; i < l.stack_raw->size() && i < 4; ++i) e.stack.push_back(norm.loc((*l.stack_raw)[i]));
+    for (size_t i = 0; i < l.stack_raw->size() && e.stack.size() < 4; ++i)
+      if (!is_bootstrap((*l.stack_raw)[i])) e.stack.push_back(norm.loc((*l.stack_raw)[i]));
   if (!e.stack.empty()) e.set_by = e.stack[0];
   else if (l.set_by_raw) e.set_by = norm.loc(*l.set_by_raw);
   if (l.test) e.test = *l.test;
@@ -987,7 +991,8 @@ class Engine {
       } else {
         f.good = "no such lookup reached a proxy or module __getattr__";
       }
-      for (size_t i = 0; i < a.stack.size() && i < 4; ++i) f.where.push_back(pf.norm->loc(a.stack[i]));
+      for (size_t i = 0; i < a.stack.size() && f.where.size() < 4; ++i)
+        if (!is_bootstrap(a.stack[i])) f.where.push_back(pf.norm->loc(a.stack[i]));
       add(std::move(f));
     }
   }

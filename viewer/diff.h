@@ -42,8 +42,10 @@ struct Options {
   // import_slower: the bad run's self time of a module's first import must be at least
   // `slower_ratio` times the good run's AND at least `slower_min_ns` more. Below either,
   // no finding at all.
-  double slower_ratio = 2.0;
-  uint64_t slower_min_ns = 5000000;  // 5 ms
+  // Defaults (3x and +50 ms) sit above what a loaded machine does to two runs of the same
+  // build (GC pauses, cold page cache, scheduler delays of 10-25 ms were seen).
+  double slower_ratio = 3.0;
+  uint64_t slower_min_ns = 50000000;  // 50 ms
   size_t context = 3;                // events of context around a first divergence
 };
 

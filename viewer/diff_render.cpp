@@ -317,7 +317,7 @@ diff::Options parse_diff_options(const ParsedArgs& a) {
     }
     double d;
     if (!parse_double(ratio, d) || d < 1.0)
-      throw UsageError("--slower-threshold wants FACTOR[,MS] with FACTOR >= 1, e.g. 2x,5ms");
+      throw UsageError("--slower-threshold wants FACTOR[,MS] with FACTOR >= 1, e.g. 3x,50ms (the default)");
     o.slower_ratio = d;
     if (!ms.empty()) {
       if (!parse_double(ms, d)) throw UsageError("--slower-threshold: bad milliseconds '" + ms + "'");

@@ -30,7 +30,7 @@ const char kHelp[] =
     "  export PATH... [--format json|chrome]\n"
     "                                   all events as JSON (imptrace.export/1) or as\n"
     "                                   Trace Event JSON for Perfetto/chrome://tracing\n"
-    "  diff GOOD BAD [--format text|json|markdown] [--slower-threshold 2x,5ms]\n"
+    "  diff GOOD BAD [--format text|json|markdown] [--slower-threshold 3x,50ms]\n"
     "                                   a passing and a failing run side by side, most\n"
     "                                   likely root cause first; exit 1 when any finding\n"
     "                                   is warning or above\n"

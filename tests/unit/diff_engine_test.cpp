@@ -217,8 +217,9 @@ TEST(DiffEngine, TimingThreshold) {
     r.import("big", "/usr/lib/python3.10/big.py", 100000000, big_ns);
     return r.process();
   };
-  // small: 1 ms -> 3 ms (3x but +2 ms): nothing. big: 5 ms -> 20 ms: import_slower.
-  std::vector<model::Process> good{run(1000000, 5000000, 1)}, bad{run(3000000, 20000000, 2)};
+  // Defaults 3x and +50 ms. small: 10 ms -> 40 ms (4x but +30 ms): nothing.
+  // big: 30 ms -> 120 ms: import_slower.
+  std::vector<model::Process> good{run(10000000, 30000000, 1)}, bad{run(40000000, 120000000, 2)};
   diff::Result r = diff::diff_runs(good, bad);
   const Finding* f = find_kind(r.findings, "import_slower");
   ASSERT_NE(f, nullptr) << dump(r);
@@ -228,6 +229,13 @@ TEST(DiffEngine, TimingThreshold) {
   diff::Options o;
   o.slower_ratio = 5;
   EXPECT_EQ(diff::diff_runs(good, bad, o).exit_status(), 0);
+  // A lower one finds small too.
+  o.slower_ratio = 2;
+  o.slower_min_ns = 5000000;
+  const auto low = diff::diff_runs(good, bad, o);
+  size_t slower = 0;
+  for (const auto& x : low.findings) slower += x.kind == "import_slower";
+  EXPECT_EQ(slower, 2u);
 }
 
 TEST(DiffEngine, RolesIgnorePrefixesAndPairByWorker) {
