@@ -117,7 +117,9 @@ std::string md_cell(const std::string& s, size_t max = 160) {
 
 // Inside a fenced code block: only the fence itself could end it.
 std::string md_code(const std::string& s) {
-  std::string out = clean(s);
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) out += (c != '\n' && (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)) ? '?' : c;
   size_t p;
   while ((p = out.find("```")) != std::string::npos) out.replace(p, 3, "'''");
   return out;
@@ -222,7 +224,8 @@ void write_markdown(const Result& r, std::ostream& out, size_t max_bytes) {
          std::to_string(r.good.imports) + " imports; bad: " +
          std::to_string(r.bad.processes.size()) + " process(es), " +
          std::to_string(r.bad.imports) + " imports. **" +
-         std::to_string(r.count(Severity::Warning)) + "** finding(s) at warning or above.\n\n";
+         std::to_string(r.count(Severity::Warning)) +
+         "** finding(s) at warning or above (related ones included); most likely root cause first.\n\n";
   const std::string reserve_note =
       "\n> **Truncated** to stay under 60 KB: NNNNNN of NNNNNN findings shown; run "
       "`imptrace diff --format json` for all.\n";
