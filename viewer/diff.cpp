@@ -956,7 +956,14 @@ class Engine {
       Finding f;
       f.kind = "proxy_forward_failed";
       bool module_getattr = a.kind == model::ProxyAccessKind::ModuleGetattr;
-      f.severity = !module_getattr ? Severity::Error
+      // Probes (hasattr/getattr with a default, inspect.getmodule, pytest collection) ask
+      // proxies for dunders and pytest markers and expect AttributeError: not a cause.
+      const std::string& at = a.attribute;
+      bool probe = (at.size() > 4 && at.compare(0, 2, "__") == 0 &&
+                    at.compare(at.size() - 2, 2, "__") == 0) ||
+                   at.compare(0, 7, "_pytest") == 0;
+      f.severity = probe ? Severity::Info
+                   : !module_getattr ? Severity::Error
                    : g.ok(af.story) ? Severity::Warning : Severity::Info;
       f.module = std::string(af.story);
       f.story = f.module;
