@@ -9,7 +9,7 @@ namespace imptrace {
 namespace fields {
 
 constexpr uint32_t kSchemaMajor = 1;
-constexpr uint32_t kSchemaMinor = 0;
+constexpr uint32_t kSchemaMinor = 1;  // 1: StringDef.prefix
 
 namespace Trace { constexpr uint32_t record = 1; }
 
@@ -24,11 +24,11 @@ constexpr uint32_t schema_major = 1, schema_minor = 2, tracer_version = 3, pid =
                    platform = 10, machine = 11, cwd = 12, start_time_unix_ns = 13, env = 14,
                    forked_from_pid = 15, start_monotonic_ns = 16;
 }
-namespace StringDef { constexpr uint32_t id = 1, value = 2; }
+namespace StringDef { constexpr uint32_t id = 1, value = 2, prefix = 3; }
 namespace Location { constexpr uint32_t file = 1, line = 2, function = 3; }
 namespace ObjectRef { constexpr uint32_t id = 1, type = 2, flags = 3, name = 4, file = 5; }
 namespace ObjectFlags {
-constexpr uint32_t plain_module = 1, module_subclass = 2, proxy = 4;
+constexpr uint32_t plain_module = 1, module_subclass = 2, proxy = 4, elided_name_file = 8;
 }
 namespace Import {
 constexpr uint32_t index = 1, parent = 2, thread = 3, begin_ns = 4, duration_ns = 5, name = 6,

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cpython_api.h"
+#include "hash.h"
 #include "records.h"
 
 extern char** environ;
@@ -58,12 +59,6 @@ size_t g_slot_cap = 0, g_slot_used = 0;
 char* g_arena = nullptr;
 size_t g_arena_len = 0, g_arena_cap = 0;
 uint32_t g_next_id = 1;
-
-uint64_t fnv1a(const char* s, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i) { h ^= static_cast<uint8_t>(s[i]); h *= 1099511628211ull; }
-  return h | 1;  // 0 marks an empty slot
-}
 
 bool grow_slots() {
   size_t cap = g_slot_cap ? g_slot_cap * 2 : 4096;
@@ -289,15 +284,37 @@ uint64_t TraceWriter::now_ns() { return mono_ns() - g_start_mono; }
 
 uint32_t TraceWriter::intern(const char* s) { return s ? intern(s, strlen(s)) : 0; }
 
+// Paths and dotted names share long prefixes ("/usr/lib/python3/dist-packages/torch/",
+// "torch.nn."), so a string longer than kPrefixMin is defined as (id of its prefix up to
+// and including the last '/' or '.') + the rest: a trace of a 5,000-module tree then
+// spells each directory and package name once.
+constexpr size_t kPrefixMin = 8;
+
 uint32_t TraceWriter::intern(const char* s, size_t n) {
   if (!s || !n) return 0;
   if (g_slot_used * 2 >= g_slot_cap && !grow_slots()) return 0;
-  uint64_t h = fnv1a(s, n);
+  uint64_t h = hash_bytes(s, n);
   size_t j = h & (g_slot_cap - 1);
   while (g_slots[j].hash) {
     const Slot& sl = g_slots[j];
     if (sl.hash == h && sl.len == n && memcmp(g_arena + sl.off, s, n) == 0) return sl.id;
     j = (j + 1) & (g_slot_cap - 1);
+  }
+  uint32_t prefix = 0;
+  size_t cut = 0;
+  if (n > kPrefixMin) {
+    // Paths split at their directory, dotted names at their parent package.
+    const char* slash = static_cast<const char*>(memrchr(s, '/', n - 1));
+    const char* dot = slash ? nullptr : static_cast<const char*>(memrchr(s, '.', n - 1));
+    if (slash) cut = static_cast<size_t>(slash - s) + 1;
+    else if (dot) cut = static_cast<size_t>(dot - s) + 1;
+    if (cut >= n || cut < 2) cut = 0;
+    if (cut) {
+      prefix = intern(s, cut);  // may grow the table: find our slot again below
+      if (!prefix) cut = 0;
+      j = h & (g_slot_cap - 1);
+      while (g_slots[j].hash) j = (j + 1) & (g_slot_cap - 1);
+    }
   }
   if (g_arena_len + n > g_arena_cap) {
     size_t cap = g_arena_cap ? g_arena_cap * 2 : 65536;
@@ -316,7 +333,12 @@ uint32_t TraceWriter::intern(const char* s, size_t n) {
   auto m = wire::begin_message(b, Trace::record);
   auto d = wire::begin_message(b, Record::string_def);
   wire::put_uint(b, StringDef::id, sl.id);
-  wire::put_bytes(b, StringDef::value, s, n);
+  if (cut) {
+    wire::put_uint(b, StringDef::prefix, prefix);
+    wire::put_bytes(b, StringDef::value, s + cut, n - cut);
+  } else {
+    wire::put_bytes(b, StringDef::value, s, n);
+  }
   wire::end_message(b, d);
   wire::end_message(b, m);
   return sl.id;

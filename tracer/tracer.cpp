@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "cpython_api.h"
+#include "hash.h"
 #include "records.h"
 #include "trace_writer.h"
 
@@ -109,6 +110,38 @@ uint32_t current_test() {
   return t ? TW::intern(t) : 0;
 }
 
+
+// ---- attribute names ------------------------------------------------------------------
+// PyObject_GetAttrString and PyDict_GetItemString build and hash a new str on every call;
+// on the per-import path that was a large part of the tracer's cost. In the main
+// interpreter the names are made once (interned, so lookups hit the cached hash). Keyed by
+// the address of the string literal; sub-interpreters use the String variants, since an
+// object must not cross interpreters.
+struct NameSlot { const char* literal; PyObject* obj; };
+NameSlot g_names[64];
+int g_n_names = 0;
+bool in_main_interpreter();
+
+PyObject* cached_name(const char* literal) {
+  for (int i = 0; i < g_n_names; ++i)
+    if (g_names[i].literal == literal) return g_names[i].obj;
+  if (g_n_names >= 64) return nullptr;
+  PyObject* o = py.PyUnicode_InternFromString(literal);
+  if (!o) { py.PyErr_Clear(); return nullptr; }
+  g_names[g_n_names++] = NameSlot{literal, o};  // deliberate: kept for the process lifetime
+  return o;
+}
+
+PyObject* getattr_s(PyObject* o, const char* literal) {
+  PyObject* n = in_main_interpreter() ? cached_name(literal) : nullptr;
+  return n ? py.PyObject_GetAttr(o, n) : py.PyObject_GetAttrString(o, literal);
+}
+
+PyObject* dict_get_s(PyObject* d, const char* literal) {  // borrowed, no error
+  PyObject* n = in_main_interpreter() ? cached_name(literal) : nullptr;
+  return n ? py.PyDict_GetItem(d, n) : py.PyDict_GetItemString(d, literal);
+}
+
 // ---- locations ----------------------------------------------------------------------
 struct Loc { uint32_t file = 0, line = 0, func = 0; bool importlib = false; };
 
@@ -123,8 +156,8 @@ int capture_stack(Loc* out, int max, bool skip_importlib) {
   for (int guard = 0; frame && n < max && guard < 256; ++guard) {
     Ref code(frame_code(frame.get()));
     if (code) {
-      Ref fn(py.PyObject_GetAttrString(code.get(), "co_filename"));
-      Ref nm(py.PyObject_GetAttrString(code.get(), py.minor >= 11 ? "co_qualname" : "co_name"));
+      Ref fn(getattr_s(code.get(), "co_filename"));
+      Ref nm(getattr_s(code.get(), py.minor >= 11 ? "co_qualname" : "co_name"));
       if (!fn || !nm) py.PyErr_Clear();
       Py_ssize_t fl = 0;
       const char* file = utf8(fn.get(), &fl);
@@ -256,8 +289,8 @@ PyObject* instance_dict(PyObject* o, bool is_module) {  // new reference or null
 // "pkg.mod.QualName" for classes, "module" for plain modules.
 uint32_t type_name(PyObject* type) {
   if (type == py.PyModule_Type) return TW::intern("module");
-  Ref qn(py.PyObject_GetAttrString(type, "__qualname__"));
-  Ref mod(py.PyObject_GetAttrString(type, "__module__"));
+  Ref qn(getattr_s(type, "__qualname__"));
+  Ref mod(getattr_s(type, "__module__"));
   if (!qn || !mod) py.PyErr_Clear();
   Py_ssize_t nq = 0, nm = 0;
   const char* q = utf8(qn.get(), &nq);
@@ -272,9 +305,9 @@ uint32_t type_name(PyObject* type) {
 // A class overrides attribute access when its __getattr__/__getattribute__/__setattr__ is
 // not what types.ModuleType has.
 bool overrides(PyObject* type, const char* attr) {
-  Ref mine(py.PyObject_GetAttrString(type, attr));
+  Ref mine(getattr_s(type, attr));
   if (!mine) { py.PyErr_Clear(); return false; }
-  Ref base(py.PyObject_GetAttrString(py.PyModule_Type, attr));
+  Ref base(getattr_s(py.PyModule_Type, attr));
   if (!base) { py.PyErr_Clear(); return true; }
   return mine.get() != base.get();
 }
@@ -306,8 +339,8 @@ ObjInfo describe(PyObject* o) {
   i.id = identity(o, is_module || (i.flags & ObjectFlags::proxy));
   Ref d(instance_dict(o, is_module));
   if (d) {
-    i.name = intern_obj(py.PyDict_GetItemString(d.get(), "__name__"));
-    i.file = intern_obj(py.PyDict_GetItemString(d.get(), "__file__"));
+    i.name = intern_obj(dict_get_s(d.get(), "__name__"));
+    i.file = intern_obj(dict_get_s(d.get(), "__file__"));
   }
   return i;
 }
@@ -383,11 +416,7 @@ struct ModulesShadow {
   size_t cap = 0, used = 0, live = 0;
   uint32_t stamp = 0;
 
-  static uint64_t hash(const char* s, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; ++i) { h ^= static_cast<uint8_t>(s[i]); h *= 1099511628211ull; }
-    return h | 1;
-  }
+  static uint64_t hash(const char* s, size_t n) { return hash_bytes(s, n); }
   bool grow() {
     size_t nc = cap ? cap * 2 : 8192;
     auto* s = static_cast<ShadowEntry*>(calloc(nc, sizeof(ShadowEntry)));
@@ -497,32 +526,36 @@ void shadow_full_sync(bool initial) {
   }
 }
 
-// Checks `name` (a str object) and its parent packages against sys.modules.
+// Checks `name` (a str object) and its parent package against sys.modules. Ancestors
+// further up were checked at their own boundaries, and the whole dict is compared when its
+// size disagrees with the shadow or at a top-level import.
+void shadow_check_one(const char* k, size_t n, PyObject* v, bool by_import) {
+  ShadowEntry* e = g_shadow.find(k, n, false);
+  if (v) {
+    shadow_check_key(k, n, v, false, by_import);
+  } else if (e && e->live) {
+    e->live = false;
+    --g_shadow.live;
+    Loc stack[kStackDepth];
+    int ns = capture_stack(stack, kStackDepth, false);
+    emit_modules_change(TW::intern(k, n), ModulesChange::DELETE, &e->info, nullptr,
+                        ModulesChange::AT_BOUNDARY, by_import, stack, ns);
+  }
+}
+
 void shadow_check_path(PyObject* name_obj, bool by_import) {
   Py_ssize_t n = 0;
   const char* s = utf8(name_obj, &n);
   if (!s) return;
-  char buf[1024];
-  if (static_cast<size_t>(n) >= sizeof buf) return;
-  memcpy(buf, s, static_cast<size_t>(n));
-  buf[n] = 0;
-  for (Py_ssize_t end = n; end > 0;) {
-    buf[end] = 0;
-    PyObject* v = py.PyDict_GetItemString(g_sysmodules, buf);
-    ShadowEntry* e = g_shadow.find(buf, static_cast<size_t>(end), false);
-    if (v) {
-      shadow_check_key(buf, static_cast<size_t>(end), v, false, by_import && end == n);
-    } else if (e && e->live) {
-      e->live = false;
-      --g_shadow.live;
-      Loc stack[kStackDepth];
-      int ns = capture_stack(stack, kStackDepth, false);
-      emit_modules_change(TW::intern(buf, static_cast<size_t>(end)), ModulesChange::DELETE, &e->info,
-                          nullptr, ModulesChange::AT_BOUNDARY, by_import && end == n, stack, ns);
-    }
-    while (end > 0 && buf[end - 1] != '.') --end;
-    if (end > 0) --end;  // drop the dot
-  }
+  shadow_check_one(s, static_cast<size_t>(n), py.PyDict_GetItem(g_sysmodules, name_obj), by_import);
+  const char* dot = static_cast<const char*>(memrchr(s, '.', static_cast<size_t>(n)));
+  if (!dot) return;
+  char parent[1024];
+  size_t pl = static_cast<size_t>(dot - s);
+  if (pl >= sizeof parent) return;
+  memcpy(parent, s, pl);
+  parent[pl] = 0;
+  shadow_check_one(parent, pl, py.PyDict_GetItemString(g_sysmodules, parent), false);
 }
 
 // Names of imports in progress on any thread (their sys.modules entries are the import
@@ -710,11 +743,11 @@ PyMethodDef g_module_getattr_def = {"__getattr__", reinterpret_cast<void*>(modul
 Loc function_location(PyObject* fn) {
   Loc l;
   if (!fn) return l;
-  Ref code(py.PyObject_GetAttrString(fn, "__code__"));
+  Ref code(getattr_s(fn, "__code__"));
   if (!code) { py.PyErr_Clear(); return l; }
-  Ref file(py.PyObject_GetAttrString(code.get(), "co_filename"));
-  Ref line(py.PyObject_GetAttrString(code.get(), "co_firstlineno"));
-  Ref name(py.PyObject_GetAttrString(code.get(), py.minor >= 11 ? "co_qualname" : "co_name"));
+  Ref file(getattr_s(code.get(), "co_filename"));
+  Ref line(getattr_s(code.get(), "co_firstlineno"));
+  Ref name(getattr_s(code.get(), py.minor >= 11 ? "co_qualname" : "co_name"));
   if (!file || !line || !name) py.PyErr_Clear();
   l.file = intern_obj(file.get());
   l.func = intern_obj(name.get());
@@ -724,9 +757,9 @@ Loc function_location(PyObject* fn) {
 
 // A Python function found on the class (through its MRO) under attr, or null.
 PyObject* python_function_attr(PyObject* type, const char* attr) {
-  PyObject* f = py.PyObject_GetAttrString(type, attr);
+  PyObject* f = getattr_s(type, attr);
   if (!f) { py.PyErr_Clear(); return nullptr; }
-  PyObject* code = py.PyObject_GetAttrString(f, "__code__");
+  PyObject* code = getattr_s(f, "__code__");
   if (!code) { py.PyErr_Clear(); py.Py_DecRef(f); return nullptr; }
   py.Py_DecRef(code);
   return f;
@@ -760,7 +793,7 @@ void instrument_proxy_class(PyObject* type) {
   put_loc(b, ProxyClass::getattribute_at, function_location(gab.get()));
   put_loc(b, ProxyClass::setattr_at, function_location(sa.get()));
   wire::put_bool(b, ProxyClass::module_subclass, py.PyType_IsSubtype(type, py.PyModule_Type) != 0);
-  Ref mod(py.PyObject_GetAttrString(type, "__module__"));
+  Ref mod(getattr_s(type, "__module__"));
   if (!mod) py.PyErr_Clear();
   wire::put_uint(b, ProxyClass::defined_in, intern_obj(mod.get()));
   TW::end_record(r);
@@ -775,7 +808,7 @@ void instrument_proxy_class(PyObject* type) {
 // module the proxy holds in its own dict.
 ObjInfo forwarded_target(PyObject* proxy, PyObject* ev) {
   if (ev && py.minor >= 10) {
-    Ref o(py.PyObject_GetAttrString(ev, "obj"));
+    Ref o(getattr_s(ev, "obj"));
     if (!o) py.PyErr_Clear();
     if (o && o.get() != py.None && o.get() != proxy) return describe(o.get());
   }
@@ -853,10 +886,10 @@ PyObject* proxy_setattr_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
 PyObject* module_getattr_hook(PyObject* orig, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs != 1) return py.PyObject_Call(orig, nullptr, nullptr);
   PyObject* module = nullptr;
-  Ref globals(py.PyObject_GetAttrString(orig, "__globals__"));
+  Ref globals(getattr_s(orig, "__globals__"));
   if (!globals) py.PyErr_Clear();
   else if (g_sysmodules) {
-    PyObject* modname = py.PyDict_GetItemString(globals.get(), "__name__");
+    PyObject* modname = dict_get_s(globals.get(), "__name__");
     if (modname) module = py.PyDict_GetItem(g_sysmodules, modname);
   }
   return call_and_record(ProxyAccess::MODULE_GETATTR, orig, module ? module : orig, args[0], args[0],
@@ -868,9 +901,9 @@ void instrument_module_getattr(PyObject* module) {
   if (!py.PyType_IsSubtype(t.get(), py.PyModule_Type)) return;
   PyObject* d = py.PyModule_GetDict(module);
   if (!d) { py.PyErr_Clear(); return; }
-  PyObject* ga = py.PyDict_GetItemString(d, "__getattr__");
+  PyObject* ga = dict_get_s(d, "__getattr__");
   if (!ga) return;
-  Ref code(py.PyObject_GetAttrString(ga, "__code__"));
+  Ref code(getattr_s(ga, "__code__"));
   if (!code) { py.PyErr_Clear(); return; }  // not a Python function (maybe already ours)
   Ref fn(py.PyCFunction_NewEx(&g_module_getattr_def, ga, nullptr));
   if (!fn || py.PyDict_SetItemString(d, "__getattr__", fn.get()) < 0) py.PyErr_Clear();
@@ -891,27 +924,27 @@ PyObject* call_original(PyObject* orig, PyObject* const* args, Py_ssize_t nargs)
 
 bool in_main_interpreter() { return g_main_interp && py.PyInterpreterState_Get() == g_main_interp; }
 
-void record_spec(wire::ByteBuf& b, PyObject* module, uint32_t name_id, bool is_module) {
+uint32_t record_spec(wire::ByteBuf& b, PyObject* module, uint32_t name_id, bool is_module) {
   Ref d(instance_dict(module, is_module));
-  if (!d) return;
-  PyObject* spec = py.PyDict_GetItemString(d.get(), "__spec__");
+  if (!d) return 0;
+  PyObject* spec = dict_get_s(d.get(), "__spec__");
   uint32_t origin = 0;
   if (spec && spec != py.None) {
     Ref sd(py.PyObject_GenericGetDict(spec, nullptr));
     if (!sd) py.PyErr_Clear();
     else {
-      uint32_t spec_name = intern_obj(py.PyDict_GetItemString(sd.get(), "name"));
+      uint32_t spec_name = intern_obj(dict_get_s(sd.get(), "name"));
       if (spec_name != name_id) wire::put_uint(b, Import::spec_name, spec_name);
-      origin = intern_obj(py.PyDict_GetItemString(sd.get(), "origin"));
+      origin = intern_obj(dict_get_s(sd.get(), "origin"));
       wire::put_uint(b, Import::origin, origin);
-      PyObject* loader = py.PyDict_GetItemString(sd.get(), "loader");
+      PyObject* loader = dict_get_s(sd.get(), "loader");
       if (loader && loader != py.None) {
         // A loader may be a class (BuiltinImporter, FrozenImporter) or an instance.
         Ref lt(py.PyObject_Type(loader));
         bool is_class = py.PyType_IsSubtype(lt.get(), py.PyType_Type) != 0;
         wire::put_uint(b, Import::loader, type_name(is_class ? loader : lt.get()));
       }
-      PyObject* locs = py.PyDict_GetItemString(sd.get(), "submodule_search_locations");
+      PyObject* locs = dict_get_s(sd.get(), "submodule_search_locations");
       Ref lt2(locs ? py.PyObject_Type(locs) : nullptr);
       if (locs && (py.PyType_GetFlags(lt2.get()) & TPFLAGS_LIST_SUBCLASS)) {
         Py_ssize_t n = py.PyList_Size(locs);
@@ -920,11 +953,14 @@ void record_spec(wire::ByteBuf& b, PyObject* module, uint32_t name_id, bool is_m
       }
     }
   }
-  uint32_t file = intern_obj(py.PyDict_GetItemString(d.get(), "__file__"));
+  uint32_t file = intern_obj(dict_get_s(d.get(), "__file__"));
   if (file != origin) wire::put_uint(b, Import::file, file);
+  return file ? file : origin;
 }
 
-void record_binding(PyObject* name, uint64_t index) {
+// `child`/`child_info`: what the Import record just said sits under the name; the Binding
+// record leaves it (and the time and test, which are the import's) out when they agree.
+void record_binding(PyObject* name, uint64_t index, PyObject* child, const ObjInfo& child_info) {
   Py_ssize_t n = 0;
   const char* s = utf8(name, &n);
   if (!s) return;
@@ -936,24 +972,30 @@ void record_binding(PyObject* name, uint64_t index) {
   memcpy(parent, s, pl);
   parent[pl] = 0;
   PyObject* parent_obj = py.PyDict_GetItemString(g_sysmodules, parent);
-  PyObject* child = py.PyDict_GetItem(g_sysmodules, name);
   if (!parent_obj) return;
+  PyObject* now = py.PyDict_GetItem(g_sysmodules, name);
   ObjInfo pi = describe(parent_obj);
   Ref t(py.PyObject_Type(parent_obj));
   Ref d(instance_dict(parent_obj, py.PyType_IsSubtype(t.get(), py.PyModule_Type) != 0));
   PyObject* val = d ? py.PyDict_GetItemString(d.get(), dot + 1) : nullptr;
+  if (now && now != child) child = now;  // cannot happen without user code in between
   uint32_t status = !val ? Binding::MISSING : val != child ? Binding::MISMATCH
                   : (pi.flags & ObjectFlags::proxy) ? Binding::ON_PROXY : Binding::BOUND;
   auto r = TW::begin_record(Record::binding);
   auto& b = TW::buf();
+  // parent and attribute are the import's name split at its last dot: left out. The
+  // parent module's own name and file are left out when it is the plain module named
+  // `parent` (its import record has them).
   wire::put_uint(b, Binding::import_index, index);
-  wire::put_uint(b, Binding::parent, TW::intern(parent, pl));
-  wire::put_uint(b, Binding::attribute, TW::intern(dot + 1));
+  if (pi.flags == ObjectFlags::plain_module && pi.name == TW::intern(parent, pl)) {
+    pi.name = pi.file = 0;
+    pi.flags |= ObjectFlags::elided_name_file;
+  }
   put_obj(b, Binding::bound_on, pi);
-  if (child) put_obj(b, Binding::child, describe(child));
+  if (child && child != now) put_obj(b, Binding::child, describe(child));
+  else if (!now) {}
+  (void)child_info;
   wire::put_uint(b, Binding::status, status);
-  wire::put_uint(b, Binding::time_ns, TW::now_ns());
-  wire::put_uint(b, Binding::test, current_test());
   if (val && val != child) put_obj(b, Binding::attribute_value, describe(val));
   TW::end_record(r);
 }
@@ -1022,7 +1064,8 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
     if (shadowing) shadow_boundary(t, name, false, t.depth == 0);
     inflight_add(name, +1);
     record_sys_path_if_changed();
-    TW::flush();
+    // No flush here: what this boundary produced goes out with the import's own record
+    // (or an inner one's), one write per import.
     --t.busy;
   }
   void* native[kNativeDepth];
@@ -1066,7 +1109,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
     auto r = TW::begin_record(Record::import);
     wire::put_uint(b, Import::index, index);
     wire::put_uint(b, Import::parent, parent);
-    wire::put_uint(b, Import::thread, t.tid);
+    if (t.tid != static_cast<uint64_t>(getpid())) wire::put_uint(b, Import::thread, t.tid);
     wire::put_uint(b, Import::begin_ns, begin);
     wire::put_uint(b, Import::duration_ns, end - begin);
     wire::put_uint(b, Import::name, name_id);
@@ -1074,8 +1117,16 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
     wire::put_uint(b, Import::error_type, err_type);
     wire::put_uint(b, Import::error_message, err_msg);
     if (res) {
-      put_obj(b, Import::object, obj);
-      record_spec(b, under, name_id, (obj.flags & (ObjectFlags::plain_module | ObjectFlags::module_subclass)) != 0);
+      // In an Import, the object's own __name__ and __file__ are left out when they are the
+      // import's name and file (the common case); readers fill them back in.
+      ObjInfo slim = obj;
+      uint32_t file_id = record_spec(b, under, name_id,
+                                     (obj.flags & (ObjectFlags::plain_module | ObjectFlags::module_subclass)) != 0);
+      if (slim.name == name_id && slim.file == file_id && slim.name) {
+        slim.name = slim.file = 0;
+        slim.flags |= ObjectFlags::elided_name_file;
+      }
+      put_obj(b, Import::object, slim);
     }
     put_loc(b, Import::importer, importer);
     wire::put_uint(b, Import::test, test);
@@ -1086,7 +1137,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
     if (nnative > 0) put_native_stack(b, native, nnative);
     TW::end_record(r);
     if (main_interp && g_sysmodules) {
-      if (res) record_binding(name, index);
+      if (res) record_binding(name, index, under, obj);
       if (shadowing) shadow_boundary(t, name, true, t.depth == 0);
       if (res && g_proxies) {
         maybe_instrument(under, obj);
@@ -1115,10 +1166,10 @@ void install_in_current_interpreter() {
     if (g_installed[i] == interp) return;
   PyObject* modules = py.PyImport_GetModuleDict();
   if (!modules) return;
-  PyObject* bootstrap = py.PyDict_GetItemString(modules, "_frozen_importlib");
+  PyObject* bootstrap = dict_get_s(modules, "_frozen_importlib");
   if (!bootstrap) return;  // too early: try again at the next event
   PyObject* d = py.PyModule_GetDict(bootstrap);
-  PyObject* orig = d ? py.PyDict_GetItemString(d, "_find_and_load") : nullptr;
+  PyObject* orig = d ? dict_get_s(d, "_find_and_load") : nullptr;
   if (!orig) { py.PyErr_Clear(); return; }
   Ref hook(py.PyCFunction_NewEx(&g_find_and_load_def, orig, nullptr));
   if (!hook || py.PyDict_SetItemString(d, "_find_and_load", hook.get()) < 0) {
@@ -1190,6 +1241,9 @@ int audit_hook(const char* event, PyObject*, void*) {
   return 0;
 }
 
+// In a fork child the forking thread is the main thread, with a new id.
+void forget_thread_id_in_child() { t_state.tid = 0; }
+
 bool env_true(const char* name) {
   const char* v = getenv(name);
   return v && *v && strcmp(v, "0") != 0;
@@ -1215,6 +1269,7 @@ __attribute__((constructor)) static void imptrace_start() {
     backtrace(warm, 4);  // loads libgcc_s now, not inside the first import
   }
   TraceWriter::init();
+  pthread_atfork(nullptr, nullptr, forget_thread_id_in_child);
 
   PyMemAllocatorEx before;
   py.PyMem_GetAllocator(PYMEM_DOMAIN_RAW, &before);

@@ -267,14 +267,25 @@ class Decoder {
   }
 
   bool string_def(Reader r) {
-    uint32_t id = 0;
+    uint32_t id = 0, prefix = 0;
     std::string value;
     bool ok = for_each_field(r, [&](uint32_t f, WireType wt, Reader& rr) {
       if (f == F::StringDef::id) return get_u32(wt, rr, id);
       if (f == F::StringDef::value) return get_string(wt, rr, value);
+      if (f == F::StringDef::prefix) return get_u32(wt, rr, prefix);
       return false;
     });
     if (!ok) return false;
+    if (prefix) {
+      // The prefix must be defined already; a forward or unknown reference is corrupt data
+      // (and must not be allowed to build strings without bound).
+      auto it = strings_.find(prefix);
+      if (it == strings_.end() || it->second.size() + value.size() > (1u << 20)) return false;
+      value = it->second + value;
+    }
+    // Prefix chains let a small file describe large strings; cap the total like a record.
+    string_bytes_ += value.size();
+    if (string_bytes_ > (size_t(256) << 20)) return false;
     if (id) strings_[id] = std::move(value);
     return true;
   }
@@ -514,6 +525,7 @@ class Decoder {
   model::Process& proc_;
   std::unordered_map<uint32_t, std::string> strings_;
   size_t undefined_uses_ = 0;
+  size_t string_bytes_ = 0;
 };
 
 // Sorts imports into start order and links each to its parent's position.
@@ -524,6 +536,38 @@ void finish_imports(model::Process& p) {
   pos_of_index.reserve(p.imports.size());
   for (size_t i = 0; i < p.imports.size(); ++i)
     pos_of_index.emplace(p.imports[i].index, static_cast<int64_t>(i));
+  // Fields the tracer leaves out when they repeat the import's own (see imptrace.proto).
+  for (auto& im : p.imports)
+    if (!im.thread) im.thread = static_cast<uint64_t>(p.pid);  // absent: the main thread
+  for (auto& im : p.imports) {
+    if (!im.object.present || !(im.object.flags & F::ObjectFlags::elided_name_file)) continue;
+    im.object.flags &= ~F::ObjectFlags::elided_name_file;
+    im.object.name = im.name;
+    im.object.file = im.file;
+  }
+  // Where a module object came from, for bindings that name their parent only by id.
+  std::unordered_map<uint64_t, const model::Import*> import_of_object;
+  for (const auto& im : p.imports)
+    if (im.ok && im.object.present) import_of_object[im.object.id] = &im;
+  for (auto& b : p.bindings) {
+    auto it = pos_of_index.find(b.import_index);
+    if (it == pos_of_index.end()) continue;
+    const model::Import& im = p.imports[it->second];
+    size_t dot = im.name.rfind('.');
+    if (b.parent.empty() && b.attribute.empty() && dot != std::string::npos) {
+      b.parent = im.name.substr(0, dot);
+      b.attribute = im.name.substr(dot + 1);
+    }
+    if (b.bound_on.present && (b.bound_on.flags & F::ObjectFlags::elided_name_file)) {
+      b.bound_on.flags &= ~F::ObjectFlags::elided_name_file;
+      b.bound_on.name = b.parent;
+      auto src = import_of_object.find(b.bound_on.id);
+      if (src != import_of_object.end()) b.bound_on.file = src->second->object.file;
+    }
+    if (!b.child.present && im.ok) b.child = im.object;
+    if (!b.time_ns) b.time_ns = im.end_ns;
+    if (b.test.empty()) b.test = im.test;
+  }
   for (auto& im : p.imports) {
     im.parent_pos = -1;
     if (!im.parent_index) continue;
