@@ -307,3 +307,43 @@ TEST(DiffOutput, HtmlIsSelfContainedAndEscaped) {
 
 }  // namespace
 }  // namespace imptrace
+
+namespace imptrace {
+namespace {
+
+TEST(DiffEngine, ProbesThroughProxiesAreInfoAndSingleRunsPair) {
+  auto run = [](bool bad, const testing::Variation& v, const std::string& script) {
+    testing::RunBuilder r(v);
+    r.import("os", "/usr/lib/python3.10/os.py", 1, 5);
+    r.flush();
+    if (bad) {
+      testing::AccessSpec a;
+      a.proxy = testing::Obj::proxy(r.id(500), "py._vendored_packages.apipkg.ApiModule", "py.path");
+      a.attribute = "__file__";
+      a.ok = false;
+      a.error_type = "AttributeError";
+      a.error_message = "__file__";
+      a.stack = {testing::Loc{"/usr/lib/python3.10/inspect.py", 992, "getmodule"}};
+      r.b().add_proxy_access(a);
+    }
+    model::Process p = r.process();
+    p.argv = {"python3", script};
+    return p;
+  };
+  testing::Variation v2;
+  v2.pid = 99;
+  // Different script locations (two checkouts): still one pair, no process_added.
+  std::vector<model::Process> good{run(false, testing::Variation(), "/src/a/check.py")};
+  std::vector<model::Process> bad{run(true, v2, "/tmp/other/place/check.py")};
+  diff::Result r = diff::diff_runs(good, bad);
+  ASSERT_EQ(r.pairs.size(), 1u);
+  EXPECT_GE(r.pairs[0].good, 0);
+  EXPECT_GE(r.pairs[0].bad, 0);
+  EXPECT_EQ(r.exit_status(), 0) << dump(r);
+  const Finding* f = find_kind(r.findings, "proxy_forward_failed");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::Info);
+}
+
+}  // namespace
+}  // namespace imptrace
