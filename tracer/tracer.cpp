@@ -87,10 +87,35 @@ const char* utf8(PyObject* s, Py_ssize_t* n) {
   return p;
 }
 
+// Most strings the tracer interns are the same str objects again and again (a module's
+// __name__, its spec's origin, a code object's co_filename). A direct-mapped cache from the
+// str object to its id skips converting and hashing them. It holds a reference to each
+// cached str so that a cached address can never be reused by a different string
+// (deliberate: at most kStrCache small strings stay alive). Main interpreter only: objects
+// must not cross interpreters.
+constexpr size_t kStrCache = 4096;
+struct StrCacheSlot { PyObject* str; uint32_t id; uint32_t generation; };
+StrCacheSlot g_str_cache[kStrCache];
+bool in_main_interpreter();
+
 uint32_t intern_obj(PyObject* s) {
+  if (!s) return 0;
+  bool cacheable = in_main_interpreter();
+  StrCacheSlot* slot = nullptr;
+  if (cacheable) {
+    slot = &g_str_cache[(reinterpret_cast<uintptr_t>(s) >> 4) & (kStrCache - 1)];
+    if (slot->str == s && slot->generation == TW::generation() && slot->id) return slot->id;
+  }
   Py_ssize_t n = 0;
   const char* p = utf8(s, &n);
-  return p ? TW::intern(p, static_cast<size_t>(n)) : 0;
+  uint32_t id = p ? TW::intern(p, static_cast<size_t>(n)) : 0;
+  if (slot && id) {
+    py.Py_IncRef(s);
+    PyObject* old = slot->str;
+    *slot = StrCacheSlot{s, id, TW::generation()};
+    if (old) py.Py_DecRef(old);
+  }
+  return id;
 }
 
 bool same_text(PyObject* a, PyObject* b) {
@@ -230,20 +255,60 @@ IdentitySlot* identity_slot(uintptr_t addr, bool create) {
   return &g_ident[j];
 }
 
-PyObject* object_died(PyObject* addr_obj, PyObject* /*weakref*/) {
-  auto addr = reinterpret_cast<uintptr_t>(py.PyLong_AsVoidPtr(addr_obj));
-  IdentitySlot* s = identity_slot(addr, false);
-  if (s && s->weakref) {
-    ++s->generation;
-    PyObject* w = s->weakref;
-    s->weakref = nullptr;
-    py.Py_DecRef(w);
+// weakref -> address, for the callback (which is handed the dead weakref only).
+struct DeathSlot { PyObject* weakref; uintptr_t addr; };
+DeathSlot* g_deaths = nullptr;
+size_t g_deaths_cap = 0, g_deaths_used = 0;
+constexpr uintptr_t kTombstone = 1;
+
+bool deaths_put(PyObject* w, uintptr_t addr) {
+  if ((g_deaths_used + 1) * 2 >= g_deaths_cap) {
+    size_t nc = g_deaths_cap ? g_deaths_cap * 2 : 4096;
+    auto* n = static_cast<DeathSlot*>(calloc(nc, sizeof(DeathSlot)));
+    if (!n) return false;
+    size_t used = 0;
+    for (size_t i = 0; i < g_deaths_cap; ++i) {
+      if (!g_deaths[i].weakref || g_deaths[i].addr == kTombstone) continue;
+      size_t j = (reinterpret_cast<uintptr_t>(g_deaths[i].weakref) >> 4) & (nc - 1);
+      while (n[j].weakref) j = (j + 1) & (nc - 1);
+      n[j] = g_deaths[i];
+      ++used;
+    }
+    free(g_deaths);
+    g_deaths = n;
+    g_deaths_cap = nc;
+    g_deaths_used = used;
+  }
+  size_t j = (reinterpret_cast<uintptr_t>(w) >> 4) & (g_deaths_cap - 1);
+  while (g_deaths[j].weakref) j = (j + 1) & (g_deaths_cap - 1);
+  g_deaths[j] = DeathSlot{w, addr};
+  ++g_deaths_used;
+  return true;
+}
+
+PyObject* object_died(PyObject*, PyObject* weakref) {
+  if (g_deaths_cap) {
+    size_t j = (reinterpret_cast<uintptr_t>(weakref) >> 4) & (g_deaths_cap - 1);
+    while (g_deaths[j].weakref) {
+      if (g_deaths[j].weakref == weakref && g_deaths[j].addr != kTombstone) {
+        IdentitySlot* s = identity_slot(g_deaths[j].addr, false);
+        g_deaths[j].addr = kTombstone;
+        if (s && s->weakref == weakref) {
+          ++s->generation;
+          s->weakref = nullptr;
+          py.Py_DecRef(weakref);
+        }
+        break;
+      }
+      j = (j + 1) & (g_deaths_cap - 1);
+    }
   }
   py.Py_IncRef(py.None);
   return py.None;
 }
 PyMethodDef g_object_died_def = {"_imptrace_object_died", reinterpret_cast<void*>(object_died), METH_O,
                                  "imptrace: an object it identified died"};
+PyObject* g_object_died = nullptr;  // one callback for all weakrefs (deliberately kept)
 
 uint64_t identity(PyObject* o, bool track) {
   auto addr = reinterpret_cast<uintptr_t>(o);
@@ -254,12 +319,10 @@ uint64_t identity(PyObject* o, bool track) {
   IdentitySlot* s = identity_slot(addr, true);
   if (!s) return addr;
   if (!s->weakref) {
-    PyObject* key = py.PyLong_FromVoidPtr(o);
-    PyObject* cb = key ? py.PyCFunction_NewEx(&g_object_died_def, key, nullptr) : nullptr;
-    PyObject* w = cb ? py.PyWeakref_NewRef(o, cb) : nullptr;
+    if (!g_object_died) g_object_died = py.PyCFunction_NewEx(&g_object_died_def, nullptr, nullptr);
+    PyObject* w = g_object_died ? py.PyWeakref_NewRef(o, g_object_died) : nullptr;
     if (!w) py.PyErr_Clear();  // no weakref support: the address is all there is
-    if (cb) py.Py_DecRef(cb);
-    if (key) py.Py_DecRef(key);
+    if (w && !deaths_put(w, addr)) { py.Py_DecRef(w); w = nullptr; }
     s->weakref = w;
   }
   return (static_cast<uint64_t>(s->generation) << 48) | addr;
@@ -287,7 +350,29 @@ PyObject* instance_dict(PyObject* o, bool is_module) {  // new reference or null
 }
 
 // "pkg.mod.QualName" for classes, "module" for plain modules.
+uint32_t type_name_uncached(PyObject* type);
+
+// Types live long and repeat (loader classes, proxy classes): cached like strings, holding
+// a reference so that the address keeps meaning the same type.
+constexpr size_t kTypeCache = 256;
+struct TypeCacheSlot { PyObject* type; uint32_t id; uint32_t generation; };
+TypeCacheSlot g_type_cache[kTypeCache];
+
 uint32_t type_name(PyObject* type) {
+  if (!in_main_interpreter()) return type_name_uncached(type);
+  TypeCacheSlot& slot = g_type_cache[(reinterpret_cast<uintptr_t>(type) >> 4) & (kTypeCache - 1)];
+  if (slot.type == type && slot.generation == TW::generation() && slot.id) return slot.id;
+  uint32_t id = type_name_uncached(type);
+  if (id) {
+    py.Py_IncRef(type);
+    PyObject* old = slot.type;
+    slot = TypeCacheSlot{type, id, TW::generation()};
+    if (old) py.Py_DecRef(old);
+  }
+  return id;
+}
+
+uint32_t type_name_uncached(PyObject* type) {
   if (type == py.PyModule_Type) return TW::intern("module");
   Ref qn(getattr_s(type, "__qualname__"));
   Ref mod(getattr_s(type, "__module__"));
@@ -461,7 +546,7 @@ uint32_t g_shadow_generation = 0;  // string ids in the shadow belong to this fi
 
 // Adopts key -> value into the shadow without recording (the change was recorded exactly
 // where it happened, or is the import system's own insertion).
-void shadow_adopt(PyObject* key, PyObject* value) {
+void shadow_adopt(PyObject* key, PyObject* value, bool describe_value) {
   if (!g_shadow_ready || g_shadow_generation != TW::generation()) return;
   Py_ssize_t n = 0;
   const char* k = utf8(key, &n);
@@ -476,19 +561,30 @@ void shadow_adopt(PyObject* key, PyObject* value) {
   if (!e->live) ++g_shadow.live;
   e->live = true;
   e->value = value;
-  e->info = describe(value);
+  // The import system's insertion of the module it is loading is described later, from
+  // the import record; until then the shadow knows its identity only.
+  if (describe_value) {
+    e->info = describe(value);
+  } else {
+    e->info = ObjInfo();
+    e->info.id = identity(value, false);
+  }
   e->stamp = g_shadow.stamp;
 }
 
 bool name_in_flight(const char* k, size_t n);
 
 // Records and adopts the difference between the shadow and sys.modules for one key.
-void shadow_check_key(const char* k, size_t n, PyObject* value, bool initial, bool by_import) {
+void shadow_check_key(const char* k, size_t n, PyObject* value, bool initial, bool by_import,
+                      const ObjInfo* known = nullptr) {
   ShadowEntry* e = g_shadow.find(k, n, true);
   if (!e) return;
   e->stamp = g_shadow.stamp;
-  if (e->live && e->value == value) return;
-  ObjInfo ni = describe(value);
+  if (e->live && e->value == value) {
+    if (known) e->info = *known;
+    return;
+  }
+  ObjInfo ni = known ? *known : describe(value);
   if (!initial && !(by_import && !e->live)) {
     Loc stack[kStackDepth];
     int ns = capture_stack(stack, kStackDepth, false);
@@ -529,10 +625,10 @@ void shadow_full_sync(bool initial) {
 // Checks `name` (a str object) and its parent package against sys.modules. Ancestors
 // further up were checked at their own boundaries, and the whole dict is compared when its
 // size disagrees with the shadow or at a top-level import.
-void shadow_check_one(const char* k, size_t n, PyObject* v, bool by_import) {
+void shadow_check_one(const char* k, size_t n, PyObject* v, bool by_import, const ObjInfo* known) {
   ShadowEntry* e = g_shadow.find(k, n, false);
   if (v) {
-    shadow_check_key(k, n, v, false, by_import);
+    shadow_check_key(k, n, v, false, by_import, known);
   } else if (e && e->live) {
     e->live = false;
     --g_shadow.live;
@@ -543,19 +639,20 @@ void shadow_check_one(const char* k, size_t n, PyObject* v, bool by_import) {
   }
 }
 
-void shadow_check_path(PyObject* name_obj, bool by_import) {
+// At an import's end, `parent` is sys.modules[parent of name] as record_binding found it
+// (null: not a submodule, or nothing there), so the lookup is not made twice.
+struct ParentLookup {
+  const char* text = nullptr;
+  size_t len = 0;
+  PyObject* obj = nullptr;
+};
+
+void shadow_check_path(PyObject* name_obj, bool by_import, const ObjInfo* known, const ParentLookup* parent) {
   Py_ssize_t n = 0;
   const char* s = utf8(name_obj, &n);
   if (!s) return;
-  shadow_check_one(s, static_cast<size_t>(n), py.PyDict_GetItem(g_sysmodules, name_obj), by_import);
-  const char* dot = static_cast<const char*>(memrchr(s, '.', static_cast<size_t>(n)));
-  if (!dot) return;
-  char parent[1024];
-  size_t pl = static_cast<size_t>(dot - s);
-  if (pl >= sizeof parent) return;
-  memcpy(parent, s, pl);
-  parent[pl] = 0;
-  shadow_check_one(parent, pl, py.PyDict_GetItemString(g_sysmodules, parent), false);
+  shadow_check_one(s, static_cast<size_t>(n), py.PyDict_GetItem(g_sysmodules, name_obj), by_import, known);
+  if (parent && parent->text) shadow_check_one(parent->text, parent->len, parent->obj, false, nullptr);
 }
 
 // Names of imports in progress on any thread (their sys.modules entries are the import
@@ -589,7 +686,8 @@ bool name_in_flight(const char* k, size_t n) {
 }
 
 // One import boundary (3.8-3.11): the caller holds the writer lock.
-void shadow_boundary(ThreadState& t, PyObject* name, bool import_end, bool top_level) {
+void shadow_boundary(ThreadState& t, PyObject* name, bool import_end, bool top_level,
+                     const ObjInfo* known = nullptr, const ParentLookup* parent = nullptr) {
   if (!g_shadow_ready || g_shadow_generation != TW::generation()) {
     // First boundary, or first in a fork child (whose file must define its strings anew).
     for (size_t i = 0; i < g_shadow.cap; ++i) g_shadow.slots[i].live = false;
@@ -610,7 +708,7 @@ void shadow_boundary(ThreadState& t, PyObject* name, bool import_end, bool top_l
       f.noted = true;
     }
   }
-  if (name) shadow_check_path(name, import_end);
+  if (name) shadow_check_path(name, import_end, known, parent);
   if (top_level || py.PyDict_Size(g_sysmodules) != static_cast<Py_ssize_t>(g_shadow.live))
     shadow_full_sync(false);
 }
@@ -634,7 +732,7 @@ int dict_ass_subscript_hook(PyObject* mp, PyObject* key, PyObject* value) {
       const InFlight* in = innermost(t);
       bool key_is_import = in && same_text(key, in->name);
       if (value && !old && key_is_import) {
-        shadow_adopt(key, value);  // the import system inserting the module it loads
+        shadow_adopt(key, value, false);  // the import system inserting the module it loads
       } else {
         Loc stack[kStackDepth];
         int ns = capture_stack(stack, kStackDepth, false);
@@ -643,7 +741,7 @@ int dict_ass_subscript_hook(PyObject* mp, PyObject* key, PyObject* value) {
         emit_modules_change(intern_obj(key), value ? ModulesChange::SET : ModulesChange::DELETE,
                             old ? &oi : nullptr, value ? &ni : nullptr, ModulesChange::EXACT,
                             by_import, stack, ns);
-        shadow_adopt(key, value);
+        shadow_adopt(key, value, true);
         if (value) maybe_instrument(value, ni);
         TW::flush();
       }
@@ -960,18 +1058,21 @@ uint32_t record_spec(wire::ByteBuf& b, PyObject* module, uint32_t name_id, bool 
 
 // `child`/`child_info`: what the Import record just said sits under the name; the Binding
 // record leaves it (and the time and test, which are the import's) out when they agree.
-void record_binding(PyObject* name, uint64_t index, PyObject* child, const ObjInfo& child_info) {
+void record_binding(PyObject* name, uint64_t index, PyObject* child, const ObjInfo& child_info,
+                    char* parent, size_t parent_cap, ParentLookup* out) {
   Py_ssize_t n = 0;
   const char* s = utf8(name, &n);
   if (!s) return;
   const char* dot = static_cast<const char*>(memrchr(s, '.', static_cast<size_t>(n)));
   if (!dot) return;
-  char parent[1024];
   size_t pl = static_cast<size_t>(dot - s);
-  if (pl >= sizeof parent) return;
+  if (pl >= parent_cap) return;
   memcpy(parent, s, pl);
   parent[pl] = 0;
   PyObject* parent_obj = py.PyDict_GetItemString(g_sysmodules, parent);
+  out->text = parent;
+  out->len = pl;
+  out->obj = parent_obj;
   if (!parent_obj) return;
   PyObject* now = py.PyDict_GetItem(g_sysmodules, name);
   ObjInfo pi = describe(parent_obj);
@@ -1137,8 +1238,10 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
     if (nnative > 0) put_native_stack(b, native, nnative);
     TW::end_record(r);
     if (main_interp && g_sysmodules) {
-      if (res) record_binding(name, index, under, obj);
-      if (shadowing) shadow_boundary(t, name, true, t.depth == 0);
+      char parent_text[1024];
+      ParentLookup parent;
+      if (res) record_binding(name, index, under, obj, parent_text, sizeof parent_text, &parent);
+      if (shadowing) shadow_boundary(t, name, true, t.depth == 0, res ? &obj : nullptr, &parent);
       if (res && g_proxies) {
         maybe_instrument(under, obj);
         instrument_module_getattr(under);
