@@ -5,11 +5,14 @@
 // run also has the npugraph_ex-like replacement and one extra import.
 //
 //   diff_bench_gen OUTDIR [N]   then   /usr/bin/time -v imptrace diff OUTDIR/good OUTDIR/bad
+//   diff_bench_gen --time GOOD BAD     times reading and the engine separately
 //   diff_bench_gen --npugraph OUTDIR   the hand-built npugraph_ex story of diff_runs.h:
 //                                      OUTDIR/{good,good2,bad}/run.pb
 #include <sys/stat.h>
 
+#include <chrono>
 #include <cstdio>
+#include "diff.h"
 #include <cstdlib>
 #include <string>
 
@@ -102,6 +105,26 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string out = argv[1];
+  if (out == "--time" && argc > 3) {
+    using clk = std::chrono::steady_clock;
+    auto ms = [](clk::time_point a, clk::time_point b) {
+      return std::chrono::duration<double, std::milli>(b - a).count();
+    };
+    auto t0 = clk::now();
+    std::vector<imptrace::model::Process> good, bad;
+    std::string err;
+    std::vector<std::string> warn;
+    if (!imptrace::reader::load_traces({argv[2]}, good, err, warn) ||
+        !imptrace::reader::load_traces({argv[3]}, bad, err, warn)) {
+      fprintf(stderr, "%s\n", err.c_str());
+      return 2;
+    }
+    auto t1 = clk::now();
+    imptrace::diff::Result r = imptrace::diff::diff_runs(good, bad);
+    auto t2 = clk::now();
+    printf("read %.0f ms, diff engine %.0f ms, %zu findings\n", ms(t0, t1), ms(t1, t2), r.findings.size());
+    return 0;
+  }
   if (out == "--npugraph" && argc > 2) {
     out = argv[2];
     mkdir(out.c_str(), 0755);
