@@ -1,0 +1,863 @@
+#!/usr/bin/python3
+"""imptrace benchmark: tracer overhead side by side with the peers, and viewer speed.
+
+One command, standard library only (run with /usr/bin/python3):
+
+    bench/run.py [--rounds 7] [--torch-rounds 5] [--callgrind] [--workloads tree,torch,pytest,storm]
+
+See bench/README.md for what is measured and how to read the table. This is not part of
+the pass/fail test suite: it only reports (exit status 0 unless a run itself failed).
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+PY = "/usr/bin/python3"
+
+# ----------------------------------------------------------------------------------------
+# Workload generation
+
+
+def write(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+
+
+LEAF = textwrap.dedent('''\
+    """Generated leaf module {name}."""
+    VALUE = {i}
+    NAME = {name!r}
+
+    def f(x):
+        return x + VALUE
+
+    class C:
+        def m(self):
+            return NAME
+    ''')
+
+
+def gen_tree(root, total=5000, top="bt_root"):
+    """A package tree of exactly `total` modules: top -> 10 packages -> 10 subpackages each
+    -> leaves. Every __init__ imports its children, so `import bt_root` loads them all."""
+    n_a, n_b = 10, 10
+    packages = 1 + n_a + n_a * n_b
+    leaves = total - packages
+    per_b = [leaves // (n_a * n_b) + (1 if k < leaves % (n_a * n_b) else 0)
+             for k in range(n_a * n_b)]
+    base = os.path.join(root, top)
+    write(os.path.join(base, "__init__.py"),
+          "".join(f"from . import a{a}\n" for a in range(n_a)))
+    k = 0
+    for a in range(n_a):
+        write(os.path.join(base, f"a{a}", "__init__.py"),
+              "".join(f"from . import b{b}\n" for b in range(n_b)))
+        for b in range(n_b):
+            d = os.path.join(base, f"a{a}", f"b{b}")
+            write(os.path.join(d, "__init__.py"),
+                  "".join(f"from . import m{m}\n" for m in range(per_b[k])))
+            for m in range(per_b[k]):
+                write(os.path.join(d, f"m{m}.py"), LEAF.format(name=f"{top}.a{a}.b{b}.m{m}", i=m))
+            k += 1
+    return total
+
+
+def gen_storm(root, threads=8, per=300):
+    for t in range(threads):
+        base = os.path.join(root, f"storm_p{t}")
+        write(os.path.join(base, "__init__.py"),
+              "".join(f"from . import m{m}\n" for m in range(per - 1)))
+        for m in range(per - 1):
+            write(os.path.join(base, f"m{m}.py"), LEAF.format(name=f"storm_p{t}.m{m}", i=m))
+    write(os.path.join(root, "storm_main.py"), textwrap.dedent(f'''\
+        import threading
+        N = {threads}
+        barrier = threading.Barrier(N)
+        def work(i):
+            barrier.wait()
+            __import__("storm_p%d" % i)
+        ts = [threading.Thread(target=work, args=(i,)) for i in range(N)]
+        for t in ts: t.start()
+        for t in ts: t.join()
+        import sys
+        assert all(("storm_p%d.m%d" % (i, {per - 2})) in sys.modules for i in range(N))
+        '''))
+
+
+def gen_pytest(root, files=200, tests=10, helpers=50):
+    """200 test files x 10 tests; each file imports three generated helper modules (shared
+    between files, so most are cached) and a few stdlib modules."""
+    suite = os.path.join(root, "psuite")
+    write(os.path.join(suite, "helpers", "__init__.py"), "")
+    for h in range(helpers):
+        write(os.path.join(suite, "helpers", f"h{h}.py"), LEAF.format(name=f"helpers.h{h}", i=h))
+    write(os.path.join(suite, "pytest.ini"), "[pytest]\naddopts = -p no:cacheprovider\n")
+    write(os.path.join(suite, "tests", "__init__.py"), "")
+    for fi in range(files):
+        hs = sorted({fi % helpers, (fi * 7 + 3) % helpers, (fi * 13 + 5) % helpers})
+        body = ["import json, collections, functools\n"]
+        body += [f"from helpers import h{h}\n" for h in hs]
+        for t in range(tests):
+            body.append(f"\n\ndef test_{t}():\n    assert h{hs[0]}.f({t}) == {t} + h{hs[0]}.VALUE\n")
+        write(os.path.join(suite, "tests", f"test_f{fi:03d}.py"), "".join(body))
+    return suite
+
+
+WRAPPER = textwrap.dedent('''\
+    """The "hand-written Python wrapper" contender: wraps importlib._bootstrap._find_and_load
+    and records (name, begin, end, id(sys.modules.get(name))) into a list; then runs the
+    workload with runpy, as `python3 SCRIPT` or `python3 -m MODULE` would."""
+    import sys, os, time, runpy
+    import importlib._bootstrap as _bootstrap
+
+    RECORDS = []
+    _orig = _bootstrap._find_and_load
+    _append = RECORDS.append
+    _now = time.perf_counter_ns
+    _modules = sys.modules
+
+    def _find_and_load(name, import_):
+        t0 = _now()
+        try:
+            return _orig(name, import_)
+        finally:
+            _append((name, t0, _now(), id(_modules.get(name))))
+
+    _bootstrap._find_and_load = _find_and_load
+
+    args = sys.argv[1:]
+    if args[0] == "-m":
+        sys.argv = [args[1]] + args[2:]
+        sys.path[0] = os.getcwd()
+        runpy.run_module(args[1], run_name="__main__", alter_sys=True)
+    else:
+        sys.argv = args
+        sys.path[0] = os.path.dirname(os.path.abspath(args[0]))
+        runpy.run_path(args[0], run_name="__main__")
+    ''')
+
+
+def generate(work):
+    if os.path.exists(work):
+        shutil.rmtree(work)
+    os.makedirs(work)
+    src = os.path.join(work, "src")
+    os.makedirs(src)
+    gen_tree(src)
+    write(os.path.join(src, "tree_main.py"), "import bt_root\n")
+    write(os.path.join(src, "torch_main.py"), "import torch\n")
+    gen_storm(src)
+    suite = gen_pytest(work)
+    write(os.path.join(src, "wrapper_launch.py"), WRAPPER)
+    # Bytecode compiled beforehand, so every contender reads the same .pyc files.
+    for d in (src, suite):
+        subprocess.run([PY, "-m", "compileall", "-q", "-j0", d], check=True,
+                       stdout=subprocess.DEVNULL)
+    return src, suite
+
+
+# ----------------------------------------------------------------------------------------
+# Running
+
+
+def base_env():
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYTHON", "IMPTRACE_", "PYTEST_")) and k != "LD_PRELOAD"}
+    return env
+
+
+class Run:
+    __slots__ = ("wall", "cpu", "user", "sys", "rss_kib", "trace_bytes", "rc")
+
+
+TIME = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else None
+
+
+def spawn_measured(argv, env=None, cwd=None, stderr_devnull=False):
+    """Runs argv; returns (exit code, wall s, user s, sys s, peak RSS KiB, stderr text).
+
+    Peak RSS: on Linux a child's ru_maxrss starts from the high-water mark of the process it
+    was forked (or vforked) from, so a child of this (large) Python process would report at
+    least this process's RSS. The command is therefore started by /usr/bin/time (a small
+    process), whose own child's ru_maxrss (%M) is the command's. CPU comes from wait4 on
+    /usr/bin/time, which includes its child (time's own share is negligible)."""
+    errf = tempfile.TemporaryFile()
+    rssf = tempfile.NamedTemporaryFile(prefix="imptrace-bench-rss-", delete=False)
+    rssf.close()
+    full = ([TIME, "-f", "%M", "-o", rssf.name] + argv) if TIME else argv
+    t0 = time.perf_counter()
+    p = subprocess.Popen(full, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL if stderr_devnull else errf)
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    p.returncode = rc = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+    rss = ru.ru_maxrss
+    if TIME:
+        with open(rssf.name) as f:
+            lines = [ln for ln in f.read().split() if ln.isdigit()]
+        if lines:
+            rss = int(lines[-1])
+    os.unlink(rssf.name)
+    errf.seek(0)
+    err = errf.read().decode(errors="replace")
+    errf.close()
+    return rc, wall, ru.ru_utime, ru.ru_stime, rss, err
+
+
+def run_once(argv, env, cwd, stderr_devnull=False):
+    rc, wall, user, sys_, rss, err = spawn_measured(argv, env, cwd, stderr_devnull)
+    if rc != 0:
+        raise SystemExit(f"run failed (exit {rc}): {' '.join(argv)}\n{err[-3000:]}")
+    r = Run()
+    r.wall, r.user, r.sys, r.cpu = wall, user, sys_, user + sys_
+    r.rss_kib, r.rc, r.trace_bytes = rss, rc, 0
+    return r
+
+
+CONTENDERS = ["untraced", "imptrace", "importtime", "pywrapper"]
+
+
+def command(workload, contender, src, suite, lib, tracedir):
+    """argv, env, cwd for one workload under one contender."""
+    env = base_env()
+    if workload == "pytest":
+        target, cwd = ["-m", "pytest", "--collect-only", "-q", "tests"], suite
+    else:
+        target, cwd = [os.path.join(src, f"{workload}_main.py")], src
+    if contender == "untraced":
+        argv = [PY] + target
+    elif contender == "imptrace":
+        argv = [PY] + target
+        env["LD_PRELOAD"] = lib
+        env["IMPTRACE_OUTPUT"] = tracedir + "/"
+    elif contender == "importtime":
+        argv = [PY, "-X", "importtime"] + target
+    elif contender == "pywrapper":
+        argv = [PY, os.path.join(src, "wrapper_launch.py")] + target
+    else:
+        raise ValueError(contender)
+    return argv, env, cwd
+
+
+def dir_bytes(d):
+    total = 0
+    for name in os.listdir(d) if os.path.isdir(d) else []:
+        total += os.path.getsize(os.path.join(d, name))
+    return total
+
+
+KIND_NAMES = {1: "header", 2: "string_def", 3: "import", 4: "modules_change", 5: "binding",
+              6: "proxy_access", 7: "sys_path", 8: "proxy_class", 9: "note"}
+
+
+def read_varint(buf, i):
+    v = shift = 0
+    while True:
+        c = buf[i]
+        i += 1
+        v |= (c & 0x7F) << shift
+        if not c & 0x80:
+            return v, i
+        shift += 7
+
+
+def trace_composition(tracedir):
+    """Bytes and record counts per record kind over the trace files in tracedir (framing
+    bytes included, counted with the record they frame)."""
+    out = {}
+    for name in os.listdir(tracedir):
+        if ".pb" not in name:
+            continue
+        with open(os.path.join(tracedir, name), "rb") as f:
+            buf = f.read()
+        i = 0
+        while i < len(buf):
+            start = i
+            _, i = read_varint(buf, i)          # Trace.record tag
+            ln, i = read_varint(buf, i)
+            end = i + ln
+            tag, _ = read_varint(buf, i)        # Record.<kind> tag
+            kind = KIND_NAMES.get(tag >> 3, str(tag >> 3))
+            n, b = out.get(kind, (0, 0))
+            out[kind] = (n + 1, b + end - start)
+            i = end
+    return out
+
+
+def count_imports(viewer, tracedir):
+    out = subprocess.run([viewer, "export", tracedir, "--format", "json"], check=True,
+                         stdout=subprocess.PIPE).stdout
+    data = json.loads(out)
+    return sum(len(p["imports"]) for p in data["processes"]), len(data["processes"])
+
+
+def bench_workload(workload, rounds, src, suite, lib, viewer, scratch, log):
+    results = {c: [] for c in CONTENDERS}
+    imports = nproc_traced = composition = None
+    for rnd in range(rounds + 1):  # round 0 warms caches and is discarded
+        for c in CONTENDERS:
+            tracedir = os.path.join(scratch, f"trace-{workload}-{rnd}-{c}")
+            argv, env, cwd = command(workload, c, src, suite, lib, tracedir)
+            r = run_once(argv, env, cwd, stderr_devnull=(c == "importtime"))
+            if c == "imptrace":
+                r.trace_bytes = dir_bytes(tracedir)
+                if imports is None:
+                    imports, nproc_traced = count_imports(viewer, tracedir)
+                    composition = trace_composition(tracedir)
+                shutil.rmtree(tracedir, ignore_errors=True)
+            if rnd > 0:
+                results[c].append(r)
+            log(f"  {workload:7s} round {rnd}{' (warm-up)' if rnd == 0 else '':10s} {c:10s} "
+                f"wall {r.wall:7.3f}s cpu {r.cpu:7.3f}s rss {r.rss_kib / 1024:7.1f}MiB")
+    return results, imports, nproc_traced, composition
+
+
+def med(xs):
+    return statistics.median(xs)
+
+
+def summarize(workload, results, imports):
+    base = results["untraced"]
+    bw, bc, br = med([r.wall for r in base]), med([r.cpu for r in base]), med([r.rss_kib for r in base])
+    rows = []
+    for c in CONTENDERS:
+        rs = results[c]
+        w, cpu, rss = med([r.wall for r in rs]), med([r.cpu for r in rs]), med([r.rss_kib for r in rs])
+        paired = med([r.wall / b.wall for r, b in zip(rs, base)])
+        row = {
+            "contender": c, "wall": w, "wall_ratio": w / bw, "wall_paired": paired,
+            "cpu": cpu, "cpu_ratio": cpu / bc,
+            "us_wall": (w - bw) / imports * 1e6, "us_cpu": (cpu - bc) / imports * 1e6,
+            "rss": rss / 1024, "rss_added": (rss - br) / 1024,
+            "bytes_per_import": (med([r.trace_bytes for r in rs]) / imports) if c == "imptrace" else None,
+            "trace_bytes": med([r.trace_bytes for r in rs]) if c == "imptrace" else None,
+        }
+        rows.append(row)
+    return rows
+
+
+# ----------------------------------------------------------------------------------------
+# Instruction counts (callgrind)
+
+
+def callgrind_total(path):
+    with open(path) as f:
+        for line in f:
+            if line.startswith(("summary:", "totals:")):
+                return int(line.split()[1])
+    raise SystemExit(f"no totals in {path}")
+
+
+def run_callgrind(src, suite, lib, scratch, imports, log):
+    if not shutil.which("valgrind"):
+        return None
+    out = {}
+    for c in ("untraced", "imptrace"):
+        tracedir = os.path.join(scratch, f"trace-cg-{c}")
+        argv, env, cwd = command("tree", c, src, suite, lib, tracedir)
+        cg = os.path.join(scratch, f"callgrind.{c}.out")
+        t0 = time.perf_counter()
+        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={cg}"] + argv,
+                       env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        secs = time.perf_counter() - t0
+        shutil.rmtree(tracedir, ignore_errors=True)
+        out[c] = (callgrind_total(cg), secs, cg)
+        log(f"  callgrind {c}: {out[c][0]:,} instructions in {secs:.1f}s")
+    top = []
+    if shutil.which("callgrind_annotate"):
+        def annotate(path, inclusive):
+            return parse_annotate(subprocess.run(
+                ["callgrind_annotate", f"--inclusive={'yes' if inclusive else 'no'}",
+                 "--threshold=100", path], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                universal_newlines=True).stdout)
+        incl = annotate(out["imptrace"][2], True)
+        self_imp = annotate(out["imptrace"][2], False)
+        self_un = annotate(out["untraced"][2], False)
+        top = (incl, self_imp, self_un)
+    return out, top, imports
+
+
+def short_fn(fn):
+    """'???:imptrace::(anonymous namespace)::describe(imptrace::PyObject*)'2 [/x/lib.so]'
+    -> ('describe', 'libimptrace.so')"""
+    m = re.match(r"(.*?)(?: \[([^\]]*)\])?$", fn)
+    name, obj = m.group(1), os.path.basename(m.group(2) or "")
+    name = name.split(":", 1)[1] if ":" in name and not name.startswith("imptrace") else name
+    name = re.sub(r"'\d+$", "", name)
+    name = name.replace("imptrace::(anonymous namespace)::", "").replace("(anonymous namespace)::", "")
+    depth, out = 0, []
+    for ch in name:  # drop argument lists
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    name = "".join(out).replace(".lto_priv.0", "").replace(" [clone .part.0]", "").strip()
+    return name, obj
+
+
+def parse_annotate(txt):
+    """{(function, object): Ir}, recursion levels (name'2) folded into the largest."""
+    rows = {}
+    for line in txt.splitlines():
+        m = re.match(r"\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S.*)$", line)
+        if not m or ":" not in m.group(2) or "PROGRAM TOTALS" in line:
+            continue
+        key = short_fn(m.group(2).strip())
+        rows[key] = max(rows.get(key, 0), int(m.group(1).replace(",", "")))
+    return rows
+
+
+# ----------------------------------------------------------------------------------------
+# Viewer speed: traces of 100,000 imports written directly in the wire format
+# (proto/imptrace.proto, field numbers as in proto/records.h).
+
+
+def varint(v):
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def fu(field, v):   # varint field, omitted when zero (proto3)
+    return varint(field << 3) + varint(v) if v else b""
+
+
+def fl(field, data):  # length-delimited field
+    return varint(field << 3 | 2) + varint(len(data)) + data
+
+
+def record(kind, body):  # Trace.record (1) -> Record.<kind>
+    return fl(1, fl(kind, body))
+
+
+class TraceGen:
+    # Record kinds
+    HEADER, STRING_DEF, IMPORT, MODULES_CHANGE, BINDING, PROXY_ACCESS, SYS_PATH = 1, 2, 3, 4, 5, 6, 7
+
+    def __init__(self, f):
+        self.f = f
+        self.ids = {}
+
+    def s(self, text):
+        i = self.ids.get(text)
+        if i is None:
+            i = self.ids[text] = len(self.ids) + 1
+            self.f.write(record(self.STRING_DEF, fu(1, i) + fl(2, text.encode())))
+        return i
+
+    def obj(self, field, oid, name, file):
+        return fl(field, fu(1, oid) + fu(2, self.s("module")) + fu(3, 1) + fu(4, self.s(name))
+                  + fu(5, self.s(file)))
+
+
+def gen_viewer_trace(path, n, variant="good"):
+    """n imports in a three-level package layout (100 packages x 10 subpackages x leaves),
+    nested as the import system would run them, records written at import end as the
+    tracer does. The "bad" variant differs in a handful of places so diff has findings."""
+    site = "/opt/venv/lib/python3.11/site-packages"
+    pid = 4242 if variant == "good" else 4343
+    with open(path, "wb") as f:
+        g = TraceGen(f)
+        hdr = (fu(1, 1) + fu(2, 0) + fl(3, b"bench-generator") + fu(4, pid) + fu(5, 1)
+               + fl(6, PY.encode()) + fl(6, b"gen_main.py") + fl(7, b"/usr/bin/python3.11")
+               + fl(8, b"3.11.2 (bench)") + fl(9, b"static") + fl(10, b"Linux 6.0")
+               + fl(11, b"x86_64") + fl(12, b"/work") + fu(13, 1700000000 * 10**9)
+               + fu(16, 10**9))
+        f.write(record(g.HEADER, hdr))
+        f.write(record(g.SYS_PATH, fu(1, g.s("/work")) + fu(1, g.s("/usr/lib/python3.11"))
+                       + fu(1, g.s(site)) + fu(2, 1000)))
+        loader = g.s("_frozen_importlib_external.SourceFileLoader")
+        main_file, modfn = g.s("/work/gen_main.py"), g.s("<module>")
+        tid = 100
+        # Build the import list in start order: (name, depth, parent index or None)
+        names = []
+        p = 0
+        while len(names) < n:
+            names.append((f"gpkg{p}", None))
+            pi = len(names) - 1
+            for sp in range(10):
+                if len(names) >= n:
+                    break
+                names.append((f"gpkg{p}.sub{sp}", pi))
+                si = len(names) - 1
+                for m in range(98):
+                    if len(names) >= n:
+                        break
+                    names.append((f"gpkg{p}.sub{sp}.mod{m}", si))
+            p += 1
+        children = [[] for _ in names]
+        for i, (_, par) in enumerate(names):
+            if par is not None:
+                children[par].append(i)
+        begin = [0] * len(names)
+        dur = [0] * len(names)
+        clock = [2000]
+        order = []  # end order
+
+        slow = "gpkg3.sub2.mod5"
+
+        def walk(i):
+            begin[i] = clock[0]
+            clock[0] += 4000
+            for c in children[i]:
+                walk(c)
+            clock[0] += 6000 if not (variant == "bad" and names[i][0] == slow) else 9000000
+            dur[i] = clock[0] - begin[i]
+            order.append(i)
+
+        sys.setrecursionlimit(10000)
+        for i, (_, par) in enumerate(names):
+            if par is None:
+                walk(i)
+        missing = {"gpkg7.sub1.mod3", "gpkg9.sub4.mod60"} if variant == "bad" else set()
+        failing = "gpkg11.sub0.mod1" if variant == "bad" else None
+        moved = "gpkg5.sub5.mod5"
+        w = f.write
+        for i in order:
+            name, par = names[i]
+            if name in missing:
+                continue
+            parts = name.split(".")
+            is_pkg = len(parts) < 3
+            rel = "/".join(parts) + ("/__init__.py" if is_pkg else ".py")
+            base = site if not (variant == "bad" and name == moved) else "/work/vendored"
+            origin = f"{base}/{rel}"
+            oid = 0x7F0000000000 + i * 0x40
+            if par is None:
+                imp_file, line = main_file, 1 + i
+            else:
+                pname = names[par][0]
+                pparts = pname.split(".")
+                imp_file, line = g.s(f"{site}/{'/'.join(pparts)}/__init__.py"), 1 + children[par].index(i)
+            body = (fu(1, i) + fu(2, par + 1 if par is not None else 0) + fu(3, tid)
+                    + fu(4, begin[i]) + fu(5, dur[i]) + fu(6, g.s(name)))
+            if name == failing:
+                body += (fu(8, g.s("ModuleNotFoundError"))
+                         + fu(9, g.s(f"No module named '{name}'")))
+            else:
+                body += fu(7, 1) + g.obj(10, oid, name, origin) + fu(12, g.s(origin)) + fu(13, loader)
+                if is_pkg:
+                    body += fu(14, g.s(origin.rsplit("/", 1)[0]))
+            body += fl(16, fu(1, imp_file) + fu(2, line) + fu(3, modfn))
+            w(record(g.IMPORT, body))
+            if par is not None and name != failing:
+                pname = names[par][0]
+                poid = 0x7F0000000000 + par * 0x40
+                pfile = f"{site}/{'/'.join(pname.split('.'))}/__init__.py"
+                b = (fu(1, i) + fu(2, g.s(pname)) + fu(3, g.s(parts[-1]))
+                     + g.obj(4, poid, pname, pfile) + g.obj(5, oid, name, origin)
+                     + fu(7, begin[i] + dur[i]))
+                w(record(g.BINDING, b))
+    return len(names)
+
+
+def bench_viewer(viewer, scratch, n, rounds, log):
+    d = os.path.join(scratch, "viewer")
+    os.makedirs(d, exist_ok=True)
+    good, bad = os.path.join(d, "good.pb"), os.path.join(d, "bad.pb")
+    t0 = time.perf_counter()
+    gen_viewer_trace(good, n, "good")
+    gen_viewer_trace(bad, n, "bad")
+    log(f"  generated 2 traces of {n:,} imports in {time.perf_counter() - t0:.1f}s "
+        f"({os.path.getsize(good):,} bytes each)")
+    cmds = [
+        ("show", [viewer, "show", good]),
+        ("tree", [viewer, "tree", good]),
+        ("why", [viewer, "why", good, "gpkg3.sub2.mod5"]),
+        ("why --format json", [viewer, "why", good, "gpkg3.sub2", "--format", "json"]),
+        ("diff", [viewer, "diff", good, bad]),
+        ("export --format json", [viewer, "export", good, "--format", "json"]),
+    ]
+    rows = []
+    for label, argv in cmds:
+        walls, cpus, rss = [], [], []
+        for _ in range(rounds):
+            rc, wall, user, sys_, kib, err = spawn_measured(argv)
+            walls.append(wall)
+            cpus.append(user + sys_)
+            rss.append(kib / 1024)
+            if rc not in (0, 1) or (rc == 1 and label != "diff"):
+                raise SystemExit(f"viewer failed (exit {rc}): {' '.join(argv)}\n{err[-2000:]}")
+        rows.append((label, med(walls), med(cpus), max(rss)))
+        log(f"  viewer {label:22s} wall {med(walls):6.3f}s cpu {med(cpus):6.3f}s {max(rss):7.1f}MiB")
+    return rows, os.path.getsize(good)
+
+
+# ----------------------------------------------------------------------------------------
+# Report
+
+
+def fingerprint(paths):
+    import hashlib
+    h = hashlib.sha256()
+    for p in paths:
+        with open(p, "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()[:12]
+
+
+def machine_info():
+    model = "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return model, os.cpu_count(), platform.platform()
+
+
+def versions(viewer):
+    py = subprocess.run([PY, "-c", "import sys; print(sys.version.split()[0])"],
+                        stdout=subprocess.PIPE, universal_newlines=True).stdout.strip()
+    out = {"python": py}
+    for mod in ("torch", "pytest"):
+        v = subprocess.run([PY, "-c", f"import {mod}; print({mod}.__version__)"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                           universal_newlines=True).stdout.strip()
+        out[mod] = v or "absent"
+    try:
+        out["imptrace"] = subprocess.run([viewer, "--version"],
+                                         stdout=subprocess.PIPE, universal_newlines=True).stdout.strip()
+    except OSError:
+        out["imptrace"] = "?"
+    try:
+        out["commit"] = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
+                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                       universal_newlines=True).stdout.strip()
+    except OSError:
+        out["commit"] = "?"
+    return out
+
+
+WORKLOAD_TITLES = {
+    "tree": "5,000-module tree (`import bt_root`, bytecode cached)",
+    "torch": "`import torch` (Debian python3-torch)",
+    "pytest": "`pytest --collect-only -q` of 2,000 tests (200 files x 10)",
+    "storm": "import storm: 8 threads x 300-module package",
+}
+
+
+def report(args, cmdline, per_workload, cg, viewer_rows, viewer_bytes, viewer_n):
+    model, ncpu, plat = machine_info()
+    v = versions(os.path.join(args.build, "imptrace"))
+    L = []
+    L.append(f"# imptrace benchmark — {datetime.date.today().isoformat()}")
+    L.append("")
+    L.append(f"- machine: {ncpu} CPUs, {model}; {plat}")
+    L.append(f"- interpreter: {PY} {v['python']}; torch {v['torch']}; pytest {v['pytest']}")
+    L.append(f"- imptrace: {v['imptrace']} (checkout at commit {args.commit_at_start} when the run "
+             f"started), binaries from `{args.build}` "
+             f"(sha256 {args.fingerprint})")
+    if args.fingerprint_changed:
+        L.append("- **WARNING: libimptrace.so or imptrace changed during the run; figures mix "
+                 "builds. Benchmark a private build (`--build`).**")
+    L.append(f"- command: `{cmdline}`")
+    L.append(f"- procedure: contenders alternate A B C D each round; one warm-up round discarded; "
+             f"medians over the measured rounds; ratio = median / untraced median; "
+             f"\"paired\" = median of per-round ratios")
+    L.append("")
+    for w, (rows, imports, nproc, rounds, comp) in per_workload.items():
+        L.append(f"## {WORKLOAD_TITLES[w]} — {rounds} rounds, {imports:,} imports traced"
+                 + (f" in {nproc} processes" if nproc and nproc > 1 else ""))
+        L.append("")
+        L.append("| contender | wall s | wall ratio | paired | CPU s | CPU ratio | +µs/import (wall) "
+                 "| +µs/import (CPU) | peak RSS MiB | +RSS MiB | trace B/import |")
+        L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for r in rows:
+            bpi = f"{r['bytes_per_import']:.0f}" if r["bytes_per_import"] is not None else ""
+            if r["contender"] == "untraced":
+                L.append(f"| untraced | {r['wall']:.3f} | 1.000 | 1.000 | {r['cpu']:.3f} | 1.000 | | "
+                         f"| {r['rss']:.1f} | | |")
+            else:
+                L.append(f"| {r['contender']} | {r['wall']:.3f} | {r['wall_ratio']:.3f} | "
+                         f"{r['wall_paired']:.3f} | {r['cpu']:.3f} | {r['cpu_ratio']:.3f} | "
+                         f"{r['us_wall']:+.2f} | {r['us_cpu']:+.2f} | {r['rss']:.1f} | "
+                         f"{r['rss_added']:+.1f} | {bpi} |")
+        L.append("")
+        if comp:
+            total = sum(b for _, b in comp.values())
+            parts = ", ".join(f"{k} {n:,} x {b / n:.0f} B = {b / imports:.0f} B/import"
+                              for k, (n, b) in sorted(comp.items(), key=lambda kv: -kv[1][1]))
+            L.append(f"Trace composition (one run, {total:,} bytes): {parts}.")
+            L.append("")
+    if cg:
+        counts, top, imports = cg
+        un, im = counts["untraced"][0], counts["imptrace"][0]
+        L.append("## Instruction counts (callgrind), 5,000-module tree")
+        L.append("")
+        L.append("| contender | instructions | ratio | +instructions/import | callgrind wall s |")
+        L.append("|---|---:|---:|---:|---:|")
+        L.append(f"| untraced | {un:,} | 1.000 | | {counts['untraced'][1]:.1f} |")
+        per = f"{(im - un) / imports:,.0f}" if imports else "?"
+        L.append(f"| imptrace | {im:,} | {im / un:.3f} | {per} | {counts['imptrace'][1]:.1f} |")
+        L.append("")
+        L.append("Callgrind counts user-space instructions only: the kernel side of the "
+                 "tracer's write(2) calls shows in CPU (sys) time above, not here.")
+        L.append("")
+        if top:
+            incl, self_imp, self_un = top
+            L.append("Where the added instructions go: self cost (instructions executed in the "
+                     "function itself) in the traced run minus the untraced run, largest first. "
+                     "CPython functions here run on the tracer's behalf.")
+            L.append("")
+            L.append("| +Ir (self) | % of added | per import | function | object |")
+            L.append("|---:|---:|---:|---|---|")
+            added = im - un
+            delta = sorted(((v - self_un.get(k, 0), k) for k, v in self_imp.items()), reverse=True)
+            for d, (fn, obj) in delta[:15]:
+                L.append(f"| {d:,} | {100 * d / added:.1f} | {d / imports:,.0f} | `{fn}` | {obj} |")
+            L.append("")
+            L.append("Tracer functions by inclusive cost (the import hook itself left out: its "
+                     "inclusive cost is the whole import):")
+            L.append("")
+            L.append("| inclusive Ir | % of added | per import | function |")
+            L.append("|---:|---:|---:|---|")
+            shown = 0
+            for (fn, obj), ir in sorted(incl.items(), key=lambda kv: -kv[1]):
+                if obj != "libimptrace.so" or fn in ("find_and_load_hook", "call_original"):
+                    continue
+                L.append(f"| {ir:,} | {100 * ir / added:.1f} | {ir / imports:,.0f} | `{fn}` |")
+                shown += 1
+                if shown >= 12:
+                    break
+            L.append("")
+    if viewer_rows:
+        L.append(f"## Viewer on generated traces of {viewer_n:,} imports "
+                 f"({viewer_bytes / viewer_n:.0f} B/import, {viewer_bytes / 2**20:.1f} MiB); "
+                 f"target < 1 s and < 300 MiB each")
+        L.append("")
+        L.append("| command | wall s (median) | CPU s (median) | peak RSS MiB (max) | within target |")
+        L.append("|---|---:|---:|---:|---|")
+        for label, w, cpu, rss in viewer_rows:
+            ok = "yes" if (w < 1.0 and rss < 300) else "NO"
+            if label.startswith("export") or label.startswith("why --format"):
+                ok += " (informational)"
+            L.append(f"| `{label}` | {w:.3f} | {cpu:.3f} | {rss:.1f} | {ok} |")
+        L.append("")
+    if per_workload:
+        L.append("## Targets (issue 6), imptrace default settings")
+        L.append("")
+        L.append("| workload | wall ratio ≤ 1.02 | CPU ratio ≤ 1.02 | ≤ 1.5 µs/import (wall) "
+                 "| ≤ 120 B/import | ≤ 4 MiB RSS added |")
+        L.append("|---|---|---|---|---|---|")
+        for w in ("tree", "torch"):
+            if w not in per_workload:
+                continue
+            r = [x for x in per_workload[w][0] if x["contender"] == "imptrace"][0]
+            def yn(ok, shown):
+                return f"{'yes' if ok else 'NO'} ({shown})"
+            cells = [yn(r["wall_ratio"] <= 1.02, f"{r['wall_ratio']:.3f}"),
+                     yn(r["cpu_ratio"] <= 1.02, f"{r['cpu_ratio']:.3f}"),
+                     yn(r["us_wall"] <= 1.5, f"{r['us_wall']:.2f}"),
+                     yn(r["bytes_per_import"] <= 120, f"{r['bytes_per_import']:.0f}"),
+                     yn(r["rss_added"] <= 4, f"{r['rss_added']:+.1f}")]
+            L.append(f"| {w} | " + " | ".join(cells) + " |")
+        L.append("")
+    return "\n".join(L)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=7, help="measured rounds per workload (default 7)")
+    ap.add_argument("--torch-rounds", type=int, default=None, help="rounds for import torch (default: --rounds)")
+    ap.add_argument("--workloads", default="tree,torch,pytest,storm",
+                    help="comma-separated subset of tree,torch,pytest,storm ('' for none)")
+    ap.add_argument("--callgrind", action="store_true",
+                    help="also count instructions under valgrind --tool=callgrind (tree; ~1-2 min)")
+    ap.add_argument("--no-viewer", action="store_true", help="skip the viewer benchmark")
+    ap.add_argument("--viewer-imports", type=int, default=100000)
+    ap.add_argument("--viewer-rounds", type=int, default=3)
+    ap.add_argument("--build", default=os.path.join(REPO, "build"),
+                    help="directory holding libimptrace.so and imptrace (default: build/)")
+    ap.add_argument("--workdir", default=None,
+                    help="scratch directory (default: a fresh temporary one, removed afterwards)")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    ap.add_argument("--output", default=None,
+                    help="results file (default bench/results-<date>.md; '-' for stdout only)")
+    args = ap.parse_args()
+
+    lib = os.path.abspath(os.path.join(args.build, "libimptrace.so"))
+    viewer = os.path.abspath(os.path.join(args.build, "imptrace"))
+    for p in (lib, viewer):
+        if not os.path.exists(p):
+            raise SystemExit(f"bench: {p} missing; build first: cmake -S . -B build "
+                             "-DCMAKE_BUILD_TYPE=Release && cmake --build build -j2")
+    cmdline = " ".join(["bench/run.py"] + sys.argv[1:])
+    args.fingerprint = fingerprint([lib, viewer])
+    args.fingerprint_changed = False
+    args.commit_at_start = versions(viewer)["commit"]
+    work = args.workdir or tempfile.mkdtemp(prefix="imptrace-bench-")
+    log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+    workloads = [w for w in args.workloads.split(",") if w]
+    for w in workloads:
+        if w not in WORKLOAD_TITLES:
+            raise SystemExit(f"bench: unknown workload {w!r}")
+    try:
+        log(f"bench: generating workloads in {work}")
+        src, suite = generate(work)
+        scratch = os.path.join(work, "scratch")
+        os.makedirs(scratch)
+        per = {}
+        for w in workloads:
+            rounds = args.torch_rounds if (w == "torch" and args.torch_rounds) else args.rounds
+            log(f"bench: {w}, {rounds} rounds")
+            res, imports, nproc, comp = bench_workload(w, rounds, src, suite, lib, viewer, scratch, log)
+            per[w] = (summarize(w, res, imports), imports, nproc, rounds, comp)
+        cg = None
+        if args.callgrind:
+            log("bench: callgrind on the 5,000-module tree")
+            if "tree" in per:
+                tree_imports = per["tree"][1]
+            else:
+                tracedir = os.path.join(scratch, "trace-count")
+                argv, env, cwd = command("tree", "imptrace", src, suite, lib, tracedir)
+                run_once(argv, env, cwd)
+                tree_imports = count_imports(viewer, tracedir)[0]
+            cg = run_callgrind(src, suite, lib, scratch, tree_imports, log)
+            if cg is None:
+                log("bench: valgrind not found; skipping instruction counts")
+        vrows = vbytes = None
+        if not args.no_viewer:
+            log("bench: viewer")
+            vrows, vbytes = bench_viewer(viewer, scratch, args.viewer_imports, args.viewer_rounds, log)
+        if fingerprint([lib, viewer]) != args.fingerprint:
+            args.fingerprint_changed = True
+            log("bench: WARNING: the binaries changed during the run")
+        text = report(args, cmdline, per, cg, vrows, vbytes, args.viewer_imports)
+        print(text)
+        out = args.output or os.path.join(HERE, f"results-{datetime.date.today().isoformat()}.md")
+        if out != "-":
+            with open(out, "w") as f:
+                f.write(text + "\n")
+            log(f"bench: written to {out}")
+    finally:
+        if not args.keep and not args.workdir:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
