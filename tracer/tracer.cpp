@@ -71,6 +71,21 @@ ThreadState& ts() {
   return t;
 }
 
+// Which interpreter this thread is running is asked once per hook entry (MainScope), not
+// at every string or attribute lookup below it.
+thread_local int t_main = -1;
+bool in_main_interpreter() {
+  if (t_main >= 0) return t_main != 0;
+  return g_main_interp && py.PyInterpreterState_Get() == g_main_interp;
+}
+struct MainScope {
+  int saved;
+  MainScope() : saved(t_main) { t_main = g_main_interp && py.PyInterpreterState_Get() == g_main_interp; }
+  ~MainScope() { t_main = saved; }
+  MainScope(const MainScope&) = delete;
+  MainScope& operator=(const MainScope&) = delete;
+};
+
 const InFlight* innermost(ThreadState& t) {
   if (t.depth <= 0 || t.depth > kMaxDepth) return nullptr;
   const InFlight* f = &t.stack[t.depth - 1];
@@ -718,6 +733,7 @@ ObjObjArgProc g_orig_ass_subscript = nullptr;
 
 int dict_ass_subscript_hook(PyObject* mp, PyObject* key, PyObject* value) {
   if (mp != g_sysmodules || !g_enabled || g_finalizing || py.Py_IsFinalizing()) return g_orig_ass_subscript(mp, key, value);
+  MainScope scope;
   ThreadState& t = ts();
   if (t.busy || !TW::usable()) return g_orig_ass_subscript(mp, key, value);
   PyObject* old = py.PyDict_GetItem(mp, key);
@@ -756,6 +772,7 @@ int dict_ass_subscript_hook(PyObject* mp, PyObject* key, PyObject* value) {
 // ---- dict watcher (3.12+) -------------------------------------------------------------
 int modules_watcher(int event, PyObject* dict, PyObject* key, PyObject* new_value) {
   if (!g_enabled || g_finalizing || dict != g_sysmodules || py.Py_IsFinalizing()) return 0;
+  MainScope scope;
   ThreadState& t = ts();
   if (t.busy) return 0;
   ++t.busy;
@@ -956,6 +973,7 @@ void record_proxy_access(uint32_t kind, PyObject* proxy, PyObject* attr, PyObjec
 PyObject* call_and_record(uint32_t kind, PyObject* orig, PyObject* proxy, PyObject* attr,
                           PyObject* a, PyObject* b2, PyObject* c, PyObject* module_for_record) {
   PyObject* res = py.PyObject_CallFunctionObjArgs(orig, a, b2, c, nullptr);
+  MainScope scope;
   ThreadState& t = ts();
   if (!g_enabled || t.busy || !TW::usable()) return res;
   ++t.busy;
@@ -1020,7 +1038,22 @@ PyObject* call_original(PyObject* orig, PyObject* const* args, Py_ssize_t nargs)
   return py.PyObject_Call(orig, tuple.get(), nullptr);
 }
 
-bool in_main_interpreter() { return g_main_interp && py.PyInterpreterState_Get() == g_main_interp; }
+PyObject* g_modulespec_type = nullptr;  // importlib's ModuleSpec (main interpreter)
+
+// An attribute of a module spec, read without running user code: importlib's own
+// ModuleSpec keeps these as plain instance attributes, so a normal lookup is safe (and
+// unlike asking for its __dict__, does not make 3.11+ materialise one); any other spec
+// class is read through its instance dict.
+PyObject* spec_attr(PyObject* spec, bool plain_spec, PyObject* spec_dict, const char* literal) {
+  if (plain_spec) {
+    PyObject* v = getattr_s(spec, literal);
+    if (!v) py.PyErr_Clear();
+    return v;
+  }
+  PyObject* v = spec_dict ? dict_get_s(spec_dict, literal) : nullptr;
+  if (v) py.Py_IncRef(v);
+  return v;
+}
 
 uint32_t record_spec(wire::ByteBuf& b, PyObject* module, uint32_t name_id, bool is_module) {
   Ref d(instance_dict(module, is_module));
@@ -1028,26 +1061,30 @@ uint32_t record_spec(wire::ByteBuf& b, PyObject* module, uint32_t name_id, bool 
   PyObject* spec = dict_get_s(d.get(), "__spec__");
   uint32_t origin = 0;
   if (spec && spec != py.None) {
-    Ref sd(py.PyObject_GenericGetDict(spec, nullptr));
-    if (!sd) py.PyErr_Clear();
-    else {
-      uint32_t spec_name = intern_obj(dict_get_s(sd.get(), "name"));
+    Ref st(py.PyObject_Type(spec));
+    bool plain = g_modulespec_type && st.get() == g_modulespec_type && in_main_interpreter();
+    Ref sd(plain ? nullptr : py.PyObject_GenericGetDict(spec, nullptr));
+    if (!plain && !sd) py.PyErr_Clear();
+    if (plain || sd) {
+      Ref sname(spec_attr(spec, plain, sd.get(), "name"));
+      uint32_t spec_name = intern_obj(sname.get());
       if (spec_name != name_id) wire::put_uint(b, Import::spec_name, spec_name);
-      origin = intern_obj(dict_get_s(sd.get(), "origin"));
+      Ref sorigin(spec_attr(spec, plain, sd.get(), "origin"));
+      origin = intern_obj(sorigin.get());
       wire::put_uint(b, Import::origin, origin);
-      PyObject* loader = dict_get_s(sd.get(), "loader");
-      if (loader && loader != py.None) {
+      Ref loader(spec_attr(spec, plain, sd.get(), "loader"));
+      if (loader && loader.get() != py.None) {
         // A loader may be a class (BuiltinImporter, FrozenImporter) or an instance.
-        Ref lt(py.PyObject_Type(loader));
+        Ref lt(py.PyObject_Type(loader.get()));
         bool is_class = py.PyType_IsSubtype(lt.get(), py.PyType_Type) != 0;
-        wire::put_uint(b, Import::loader, type_name(is_class ? loader : lt.get()));
+        wire::put_uint(b, Import::loader, type_name(is_class ? loader.get() : lt.get()));
       }
-      PyObject* locs = dict_get_s(sd.get(), "submodule_search_locations");
-      Ref lt2(locs ? py.PyObject_Type(locs) : nullptr);
+      Ref locs(spec_attr(spec, plain, sd.get(), "submodule_search_locations"));
+      Ref lt2(locs ? py.PyObject_Type(locs.get()) : nullptr);
       if (locs && (py.PyType_GetFlags(lt2.get()) & TPFLAGS_LIST_SUBCLASS)) {
-        Py_ssize_t n = py.PyList_Size(locs);
+        Py_ssize_t n = py.PyList_Size(locs.get());
         for (Py_ssize_t i = 0; i < n && i < 64; ++i)
-          wire::put_uint(b, Import::search_locations, intern_obj(py.PyList_GetItem(locs, i)));
+          wire::put_uint(b, Import::search_locations, intern_obj(py.PyList_GetItem(locs.get(), i)));
       }
     }
   }
@@ -1147,11 +1184,12 @@ void put_native_stack(wire::ByteBuf& b, void* const* frames, int n) {
 }
 
 PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t nargs) {
+  MainScope scope;
   ThreadState& t = ts();
   if (!g_enabled || t.busy || !TW::usable() || nargs < 1 || t.depth >= kMaxDepth)
     return call_original(orig, args, nargs);
   PyObject* name = args[0];
-  bool main_interp = in_main_interpreter();
+  bool main_interp = t_main != 0;
   bool shadowing = main_interp && !py.has_dict_watchers() && g_sysmodules && !g_finalizing &&
                    !py.Py_IsFinalizing();
   uint64_t index = __atomic_fetch_add(&g_next_index, 1, __ATOMIC_RELAXED);
@@ -1282,6 +1320,8 @@ void install_in_current_interpreter() {
   if (g_n_installed < kMaxInterps) g_installed[g_n_installed++] = interp;
   if (interp == py.PyInterpreterState_Main()) {
     g_main_interp = interp;
+    g_modulespec_type = py.PyDict_GetItemString(d, "ModuleSpec");
+    if (g_modulespec_type) py.Py_IncRef(g_modulespec_type);  // deliberate: process lifetime
     g_sysmodules = modules;
     py.Py_IncRef(modules);  // deliberate: we compare against it for the process lifetime
     if (py.has_dict_watchers()) {
