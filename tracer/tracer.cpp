@@ -414,10 +414,13 @@ bool overrides(PyObject* type, const char* attr) {
 
 void instrument_proxy_class(PyObject* type);
 
-ObjInfo describe(PyObject* o) {
+// `as_type`: describe the object as if its class were already this one (a __class__
+// assignment seen just before it happens).
+ObjInfo describe(PyObject* o, PyObject* as_type = nullptr) {
   ObjInfo i;
   if (!o) return i;
-  Ref type(py.PyObject_Type(o));
+  if (as_type) py.Py_IncRef(as_type);
+  Ref type(as_type ? as_type : py.PyObject_Type(o));
   bool is_module = false;
   if (type.get() == py.PyModule_Type) {
     i.flags = ObjectFlags::plain_module;
@@ -999,15 +1002,16 @@ PyObject* proxy_setattr_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
 }
 
 // PEP 562: m_self is the module's own __getattr__; its globals name the module.
-PyObject* module_getattr_hook(PyObject* orig, PyObject* const* args, Py_ssize_t nargs) {
+// PEP 562: m_self is (the module's own __getattr__, the module's name). The name is taken
+// when the hook is installed: the function's globals are not always the module's (Debian's
+// lazy_loader.attach returns a __getattr__ defined in lazy_loader itself). Holding the
+// name, not the module, keeps the module free of a reference cycle through its own dict.
+PyObject* module_getattr_hook(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  PyObject* orig = py.PyTuple_GetItem(self, 0);
+  PyObject* modname = py.PyTuple_GetItem(self, 1);
+  if (!orig || !modname) return nullptr;
   if (nargs != 1) return py.PyObject_Call(orig, nullptr, nullptr);
-  PyObject* module = nullptr;
-  Ref globals(getattr_s(orig, "__globals__"));
-  if (!globals) py.PyErr_Clear();
-  else if (g_sysmodules) {
-    PyObject* modname = dict_get_s(globals.get(), "__name__");
-    if (modname) module = py.PyDict_GetItem(g_sysmodules, modname);
-  }
+  PyObject* module = g_sysmodules ? py.PyDict_GetItem(g_sysmodules, modname) : nullptr;
   return call_and_record(ProxyAccess::MODULE_GETATTR, orig, module ? module : orig, args[0], args[0],
                          nullptr, nullptr, module);
 }
@@ -1018,10 +1022,17 @@ void instrument_module_getattr(PyObject* module) {
   PyObject* d = py.PyModule_GetDict(module);
   if (!d) { py.PyErr_Clear(); return; }
   PyObject* ga = dict_get_s(d, "__getattr__");
-  if (!ga) return;
+  PyObject* name = dict_get_s(d, "__name__");
+  if (!ga || !name) return;
   Ref code(getattr_s(ga, "__code__"));
   if (!code) { py.PyErr_Clear(); return; }  // not a Python function (maybe already ours)
-  Ref fn(py.PyCFunction_NewEx(&g_module_getattr_def, ga, nullptr));
+  Ref self(py.PyTuple_New(2));
+  if (!self) { py.PyErr_Clear(); return; }
+  py.Py_IncRef(ga);
+  py.PyTuple_SetItem(self.get(), 0, ga);
+  py.Py_IncRef(name);
+  py.PyTuple_SetItem(self.get(), 1, name);
+  Ref fn(py.PyCFunction_NewEx(&g_module_getattr_def, self.get(), nullptr));
   if (!fn || py.PyDict_SetItemString(d, "__getattr__", fn.get()) < 0) py.PyErr_Clear();
 }
 
@@ -1359,7 +1370,48 @@ void fwd_free(void*, void* p) {
   g_raw_before.free(g_raw_before.ctx, p);
 }
 
-int audit_hook(const char* event, PyObject*, void*) {
+// `obj.__class__ = T` raises the audit event object.__setattr__ before it happens. For an
+// object under its own name in sys.modules (LazyLoader turning a module into _LazyModule
+// and back, a module making itself a ModuleType subclass), that is a change of what sits
+// under the name, recorded exactly, as a new entry for the same object.
+void class_assignment(PyObject* args) {
+  if (!g_sysmodules || !in_main_interpreter() || g_finalizing || py.PyTuple_Size(args) != 3) {
+    py.PyErr_Clear();
+    return;
+  }
+  PyObject* obj = py.PyTuple_GetItem(args, 0);
+  PyObject* attr = py.PyTuple_GetItem(args, 1);
+  PyObject* new_type = py.PyTuple_GetItem(args, 2);
+  Py_ssize_t n = 0;
+  const char* a = utf8(attr, &n);
+  if (!obj || !new_type || !a || n != 9 || memcmp(a, "__class__", 9) != 0) { py.PyErr_Clear(); return; }
+  Ref t(py.PyObject_Type(obj));
+  if (!py.PyType_IsSubtype(t.get(), py.PyModule_Type)) return;
+  PyObject* d = py.PyModule_GetDict(obj);
+  PyObject* name = d ? dict_get_s(d, "__name__") : nullptr;
+  if (!name || py.PyDict_GetItem(g_sysmodules, name) != obj) { py.PyErr_Clear(); return; }
+  WriterLock lock;
+  ObjInfo oi = describe(obj), ni = describe(obj, new_type);
+  Loc stack[kStackDepth];
+  int ns = capture_stack(stack, kStackDepth, false);
+  emit_modules_change(intern_obj(name), ModulesChange::SET, &oi, &ni, ModulesChange::EXACT,
+                      ns > 0 && stack[0].importlib, stack, ns);
+  TW::flush();
+}
+
+int audit_hook(const char* event, PyObject* args, void*) {
+  if (event[0] == 'o' && strcmp(event, "object.__setattr__") == 0) {
+    ThreadState& t = ts();
+    if (!g_enabled || t.busy || !TW::usable()) return 0;
+    MainScope scope;
+    ++t.busy;
+    PyObject *et, *ev, *tb;
+    py.PyErr_Fetch(&et, &ev, &tb);
+    class_assignment(args);
+    py.PyErr_Restore(et, ev, tb);
+    --t.busy;
+    return 0;
+  }
   if (event[0] == 'i' && strcmp(event, "import") == 0) {
     ThreadState& t = ts();
     if (!g_enabled || t.busy) return 0;

@@ -83,7 +83,11 @@ void build_process(const Process& p, const std::string& module, WhyReport& r) {
       model::Location where = first_frame(c.stack, roots);
       if (c.op == model::ChangeOp::Set && c.new_object.present) {
         ensure_old(c);
-        if (current >= 0 && r.entries[current].object.id == c.new_object.id) continue;
+        // The same object again is no news, unless its class changed (a __class__
+        // assignment: LazyLoader's _LazyModule and back): that is a new entry.
+        if (current >= 0 && r.entries[current].object.id == c.new_object.id &&
+            r.entries[current].object.type == c.new_object.type)
+          continue;
         push(c.new_object, c.by_import_system, where, c.time_ns, c.test);
         r.entries[current].precise = c.precision == model::Precision::Exact;
       } else if (c.op != model::ChangeOp::Set) {

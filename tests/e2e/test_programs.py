@@ -64,3 +64,36 @@ def test_pep562_module_getattr_recorded(py, tmp_path):
     acc = [a for a in proc["proxy_accesses"] if a.get("kind") == "module_getattr"]
     assert any(a["attribute"] == "heavy" and a["outcome"] == "ok" for a in acc), acc
     assert any(a["outcome"].startswith("AttributeError") for a in acc), acc
+
+
+@pytest.mark.parametrize("py", interpreters(), ids=ident)
+def test_lazyloader_class_changes_recorded(py, tmp_path):
+    files = traced_run(py, "importlib_lazyloader", tmp_path)
+    entries = why(files, "lazyloaded_mod")["entries"]
+    types = [e["type"] for e in entries]
+    # inserted as a module, turned into _LazyModule by exec_module, back on first use
+    assert types == ["module", "importlib.util._LazyModule", "module"], types
+    assert len({e["object"] for e in entries}) == 1
+    assert entries[1]["is_proxy"] and entries[1]["via"] == "import"
+
+
+@pytest.mark.parametrize("py", interpreters(), ids=ident)
+def test_lazy_loader_attach_accesses_recorded(py, tmp_path):
+    files = traced_run(py, "lazy_loader_pkg", tmp_path)
+    if "SKIP" in run([py, "%s/lazy_loader_pkg.py" % PROGRAMS], traced=False).stdout:
+        pytest.skip("python3-lazy-loader not importable")
+    acc = [a for a in export(*files)["processes"][0]["proxy_accesses"]
+           if a["kind"] == "module_getattr" and (a["proxy"] or {}).get("name") == "llpkg"]
+    attrs = {a["attribute"]: a["outcome"] for a in acc}
+    assert attrs.get("linalg") == "ok" and attrs.get("not_there", "").startswith("AttributeError"), attrs
+
+
+@pytest.mark.parametrize("py", interpreters(), ids=ident)
+def test_six_moves_entries_recorded(py, tmp_path):
+    files = traced_run(py, "six_moves", tmp_path)
+    if "SKIP" in run([py, "%s/six_moves.py" % PROGRAMS], traced=False).stdout:
+        pytest.skip("python3-six not importable")
+    entries = why(files, "six.moves")["entries"]
+    assert entries and entries[0]["type"].endswith("_MovedItems")
+    parse = why(files, "six.moves.urllib.parse")["entries"]
+    assert parse, "six's meta path importer put six.moves.urllib.parse into sys.modules"
