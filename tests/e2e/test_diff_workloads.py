@@ -1,0 +1,79 @@
+"""Issue 4 on real workloads from Debian's packages: two runs of the same thing diff clean
+(hash randomisation, different working directories); one extra import, or one module
+swapped in sys.modules, is found."""
+import json
+import os
+import subprocess
+import textwrap
+
+import pytest
+
+from e2e_util import run, traces, viewer
+
+PY = "/usr/bin/python3"
+
+
+def have_torch():
+    return subprocess.run([PY, "-c", "import torch"], capture_output=True).returncode == 0
+
+
+def traced(tmp_path, name, code, seed, extra_env=None):
+    cwd = tmp_path / ("cwd-" + name)
+    cwd.mkdir()
+    env = {"PYTHONHASHSEED": str(seed)}
+    env.update(extra_env or {})
+    r = run([PY, "-c", code], traced=True, outdir=str(tmp_path / name), env=env, cwd=str(cwd))
+    assert r.returncode == 0, r.stderr[-2000:]
+    return str(tmp_path / name)
+
+
+def diff(a, b):
+    r = viewer("diff", a, b, "--format", "json")
+    return r.returncode, json.loads(r.stdout) if r.stdout else None
+
+
+@pytest.mark.skipif(not have_torch(), reason="python3-torch not installed")
+def test_import_torch_same_twice_clean_and_changes_found(tmp_path):
+    base = "import torch\nx = torch.zeros(2)\n"
+    a = traced(tmp_path, "a", base, 1)
+    b = traced(tmp_path, "b", base, 2)
+    rc, d = diff(a, b)
+    assert rc == 0, [f for f in d["findings"] if f["severity"] != "info"][:3]
+
+    extra = traced(tmp_path, "extra", base + "import xml.dom.minidom\n", 3)
+    rc, d = diff(a, extra)
+    assert rc == 1
+    added = [f for f in d["findings"] if f["kind"] == "module_added"]
+    assert added and any("xml" in f["module"] for f in added)
+
+    # A working stand-in (a copy of json's namespace), so torch still imports.
+    swapped = traced(tmp_path, "swapped", "import json, sys, types\n"
+                     "m = types.ModuleType('json'); m.__dict__.update(json.__dict__)\n"
+                     "sys.modules['json'] = m\n" + base, 4)
+    rc, d = diff(a, swapped)
+    assert rc == 1
+    top = d["findings"][0]
+    assert top["kind"] == "sys_modules_replaced" and top["module"] == "json", top
+
+
+def test_pytest_run_same_twice_clean(tmp_path):
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    for i in range(20):
+        (suite / ("test_m%02d.py" % i)).write_text(textwrap.dedent("""
+            import json, decimal, fractions, csv
+            import pytest
+
+            @pytest.mark.parametrize("n", range(10))
+            def test_value(n):
+                assert json.loads(json.dumps(n)) == n
+            """))
+    runs = []
+    for name, seed in (("r1", 5), ("r2", 6)):
+        out = tmp_path / name
+        r = run([PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite)], traced=True,
+                outdir=str(out), env={"PYTHONHASHSEED": str(seed)}, cwd=str(tmp_path))
+        assert r.returncode == 0, r.stdout[-2000:]
+        runs.append(str(out))
+    rc, d = diff(*runs)
+    assert rc == 0, [f for f in d["findings"] if f["severity"] != "info"][:3]
