@@ -1,0 +1,153 @@
+"""Issue 5 (1): symbol hygiene of libimptrace.so.
+
+- DT_NEEDED names only the C library family (libc, libm, libdl, libpthread, the loader).
+- The dynamic symbol table defines nothing (every symbol is local by exports.map), and what
+  it needs is versioned glibc only: no libstdc++, libgcc_s/libunwind (_Unwind_*),
+  libprotobuf or libpython symbol, defined or undefined.
+- At run time (LD_DEBUG=bindings, Debian python3 importing torch, which brings its own
+  libstdc++/libgcc_s/protobuf): no object of the host binds any symbol to libimptrace.so,
+  and every _Unwind_* binding goes to a library other than ours.
+- C++ exceptions thrown and caught inside Debian's python3-torch (tensor index out of
+  range -> IndexError, shape mismatch -> RuntimeError, both caught and uncaught) give the
+  same stdout, stderr and exit status traced and untraced.
+"""
+import os
+import re
+import subprocess
+
+import pytest
+
+from e2e_util import LIB, protoc_decodes, run, traces
+
+PY = "/usr/bin/python3"
+
+ALLOWED_NEEDED = {"libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "librt.so.1",
+                  "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1"}
+# Weak references every shared object built by gcc carries (crtstuff), not bound to anything
+# of a C++ runtime.
+WEAK_CRT = {"_ITM_deregisterTMCloneTable", "_ITM_registerTMCloneTable", "__gmon_start__",
+            "__cxa_finalize"}
+FORBIDDEN = re.compile(r"^(_Unwind_|_ZSt|_ZNSt|_ZNKSt|_ZTI|_ZTS|_ZTV|__cxa_(?!atexit$|finalize$)|"
+                       r"__gxx_|_ZN6google|_ZN\d+google|Py|_Py|unw_|_U[A-Z]|__gcc_personality)")
+
+
+def have_torch():
+    return subprocess.run([PY, "-c", "import torch"], capture_output=True).returncode == 0
+
+
+def dyn_symbols(*flags):
+    r = subprocess.run(["nm", "-D"] + list(flags) + [LIB], capture_output=True, text=True, check=True)
+    syms = []
+    for line in r.stdout.splitlines():
+        parts = line.split()
+        if not parts:
+            continue
+        kind, name = parts[-2], parts[-1]
+        base, _, version = name.partition("@")
+        syms.append((kind, base, version.lstrip("@")))
+    return syms
+
+
+def test_needed_is_libc_family_only():
+    r = subprocess.run(["readelf", "-d", LIB], capture_output=True, text=True, check=True)
+    needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", r.stdout))
+    assert needed, r.stdout
+    assert needed <= ALLOWED_NEEDED, "unexpected DT_NEEDED: %s" % sorted(needed - ALLOWED_NEEDED)
+
+
+def test_exports_nothing():
+    defined = dyn_symbols("--defined-only")
+    # The project has no exported entry point at all (constructor + hooks by pointer).
+    assert defined == [], "libimptrace.so exports %s" % defined
+
+
+def test_undefined_symbols_are_versioned_glibc_only():
+    bad = []
+    for kind, name, version in dyn_symbols("--undefined-only"):
+        if FORBIDDEN.match(name):
+            bad.append(name)
+        elif name in WEAK_CRT or kind in ("w", "v"):
+            continue
+        elif not version.startswith("GLIBC_"):
+            bad.append("%s@%s" % (name, version))
+    assert bad == [], "symbols outside versioned glibc: %s" % bad
+
+
+def test_no_cxx_runtime_or_protobuf_symbols_at_all():
+    r = subprocess.run(["nm", "-D", LIB], capture_output=True, text=True, check=True)
+    for needle in ("_Unwind_", "protobuf", "GLIBCXX", "CXXABI", "__gxx_personality", "unw_"):
+        assert needle not in r.stdout, needle
+
+
+@pytest.mark.skipif(not have_torch(), reason="Debian python3-torch not installed")
+def test_ld_debug_bindings_nothing_binds_to_us(tmp_path):
+    out = tmp_path / "out"
+    logs = tmp_path / "ld"
+    logs.mkdir()
+    code = ("import torch\n"
+            "try:\n    torch.zeros(3)[5]\nexcept IndexError as e:\n    print(e)\n")
+    r = run([PY, "-c", code], traced=True, outdir=str(out),
+            env={"LD_DEBUG": "bindings", "LD_DEBUG_OUTPUT": str(logs / "ld")})
+    assert r.returncode == 0, r.stderr
+    assert "out of bounds" in r.stdout
+    lib = os.path.realpath(LIB)
+    bound_to_us, unwind_seen, unwind_to_us = [], 0, []
+    pat = re.compile(r"binding file (\S+) \[\d+\] to (\S+) \[\d+\]: normal symbol `([^']+)'")
+    for f in os.listdir(str(logs)):
+        with open(str(logs / f), errors="replace") as fh:
+            for line in fh:
+                m = pat.search(line)
+                if not m:
+                    continue
+                src, dst, sym = m.groups()
+                src, dst = os.path.realpath(src), os.path.realpath(dst)
+                if sym.startswith("_Unwind_"):
+                    unwind_seen += 1
+                    if dst == lib:
+                        unwind_to_us.append(line.strip())
+                if dst == lib and src != lib:
+                    bound_to_us.append(line.strip())
+    assert unwind_seen > 0, "torch raised no C++ exception through the unwinder?"
+    assert unwind_to_us == []
+    assert bound_to_us == [], bound_to_us[:5]
+    files = traces(str(out))
+    assert len(files) == 1
+    protoc_decodes(files[0])
+
+
+TORCH_PROGRAMS = {
+    # Several C++ exceptions thrown in libtorch and caught there or turned into Python
+    # errors, on the main thread and on four others at once.
+    "caught": ("import torch, threading\n"
+               "for i in range(300):\n"
+               "    try:\n        torch.zeros(3)[5 + i]\n"
+               "    except IndexError as e:\n        last = e\n"
+               "print(type(last).__name__, last)\n"
+               "try:\n    torch.ones(2, 3) @ torch.ones(4, 5)\n"
+               "except RuntimeError as e:\n    print(type(e).__name__, e)\n"
+               "errs = []\n"
+               "def work():\n"
+               "    for i in range(100):\n"
+               "        try:\n            torch.zeros(2)[7]\n"
+               "        except IndexError as e:\n            errs.append(str(e))\n"
+               "ts = [threading.Thread(target=work) for _ in range(4)]\n"
+               "[t.start() for t in ts]; [t.join() for t in ts]\n"
+               "print(len(errs), sorted(set(errs)))\n"),
+    "index_uncaught": "import torch\nprint('before', flush=True)\ntorch.zeros(3)[5]\n",
+}
+
+
+@pytest.mark.skipif(not have_torch(), reason="Debian python3-torch not installed")
+@pytest.mark.parametrize("name", sorted(TORCH_PROGRAMS))
+def test_torch_cxx_exceptions_same_traced(name, tmp_path):
+    code = TORCH_PROGRAMS[name]
+    plain = run([PY, "-c", code], traced=False, cwd=str(tmp_path))
+    traced = run([PY, "-c", code], traced=True, outdir=str(tmp_path / "t"), cwd=str(tmp_path))
+    assert (traced.returncode, traced.stdout, traced.stderr) == (plain.returncode, plain.stdout, plain.stderr)
+    if name == "index_uncaught":
+        assert plain.returncode == 1 and "IndexError: index 5 is out of bounds" in plain.stderr
+    else:
+        assert plain.returncode == 0, plain.stderr
+    files = traces(str(tmp_path / "t"))
+    assert len(files) == 1
+    protoc_decodes(files[0])
