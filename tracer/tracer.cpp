@@ -158,17 +158,22 @@ uint32_t current_test() {
 // the address of the string literal; sub-interpreters use the String variants, since an
 // object must not cross interpreters.
 struct NameSlot { const char* literal; PyObject* obj; };
-NameSlot g_names[64];
-int g_n_names = 0;
+constexpr size_t kNameSlots = 256;  // open addressing on the literal's address
+NameSlot g_names[kNameSlots];
+size_t g_n_names = 0;
 bool in_main_interpreter();
 
 PyObject* cached_name(const char* literal) {
-  for (int i = 0; i < g_n_names; ++i)
-    if (g_names[i].literal == literal) return g_names[i].obj;
-  if (g_n_names >= 64) return nullptr;
+  size_t j = (reinterpret_cast<uintptr_t>(literal) >> 3) & (kNameSlots - 1);
+  while (g_names[j].literal) {
+    if (g_names[j].literal == literal) return g_names[j].obj;
+    j = (j + 1) & (kNameSlots - 1);
+  }
+  if (g_n_names * 2 >= kNameSlots) return nullptr;
   PyObject* o = py.PyUnicode_InternFromString(literal);
   if (!o) { py.PyErr_Clear(); return nullptr; }
-  g_names[g_n_names++] = NameSlot{literal, o};  // deliberate: kept for the process lifetime
+  g_names[j] = NameSlot{literal, o};  // deliberate: kept for the process lifetime
+  ++g_n_names;
   return o;
 }
 
@@ -187,6 +192,47 @@ struct Loc { uint32_t file = 0, line = 0, func = 0; bool importlib = false; };
 
 // Walks the Python stack from the current frame. With skip_importlib, importlib's own
 // frames are passed over so the first entry is the code that asked for the import.
+// What a code object says about where it is: file and function ids, and whether it is
+// importlib's own. Code objects repeat (every frame of importlib, a package's __init__
+// importing its children one after another), so a small cache keyed by the code object
+// skips two attribute lookups and a path scan per frame. It holds a reference to each
+// cached code object so that an address keeps meaning the same code (deliberate: at most
+// kCodeCache code objects stay alive a while longer).
+struct CodeInfo {
+  PyObject* code = nullptr;
+  uint32_t file = 0, func = 0, generation = 0;
+  bool importlib = false;
+};
+constexpr size_t kCodeCache = 128;
+CodeInfo g_code_cache[kCodeCache];
+
+CodeInfo describe_code(PyObject* code) {
+  CodeInfo ci;
+  Ref fn(getattr_s(code, "co_filename"));
+  Ref nm(getattr_s(code, py.minor >= 11 ? "co_qualname" : "co_name"));
+  if (!fn || !nm) py.PyErr_Clear();
+  Py_ssize_t fl = 0;
+  const char* file = utf8(fn.get(), &fl);
+  ci.importlib = file && is_importlib_file(file);
+  ci.file = intern_obj(fn.get());
+  ci.func = intern_obj(nm.get());
+  return ci;
+}
+
+CodeInfo code_info(PyObject* code) {
+  if (!in_main_interpreter()) return describe_code(code);
+  CodeInfo& slot = g_code_cache[(reinterpret_cast<uintptr_t>(code) >> 4) & (kCodeCache - 1)];
+  if (slot.code == code && slot.generation == TW::generation()) return slot;
+  CodeInfo ci = describe_code(code);
+  py.Py_IncRef(code);
+  PyObject* old = slot.code;
+  slot = ci;
+  slot.code = code;
+  slot.generation = TW::generation();
+  if (old) py.Py_DecRef(old);
+  return slot;
+}
+
 int capture_stack(Loc* out, int max, bool skip_importlib) {
   int n = 0;
   PyObject* f = py.PyEval_GetFrame();  // borrowed
@@ -196,19 +242,14 @@ int capture_stack(Loc* out, int max, bool skip_importlib) {
   for (int guard = 0; frame && n < max && guard < 256; ++guard) {
     Ref code(frame_code(frame.get()));
     if (code) {
-      Ref fn(getattr_s(code.get(), "co_filename"));
-      Ref nm(getattr_s(code.get(), py.minor >= 11 ? "co_qualname" : "co_name"));
-      if (!fn || !nm) py.PyErr_Clear();
-      Py_ssize_t fl = 0;
-      const char* file = utf8(fn.get(), &fl);
-      bool il = file && is_importlib_file(file);
-      if (!(skip_importlib && il)) {
+      CodeInfo ci = code_info(code.get());
+      if (!(skip_importlib && ci.importlib)) {
         Loc& l = out[n++];
-        l.file = file ? TW::intern(file, static_cast<size_t>(fl)) : 0;
-        l.func = intern_obj(nm.get());
+        l.file = ci.file;
+        l.func = ci.func;
         int line = py.PyFrame_GetLineNumber(frame.get());
         l.line = line > 0 ? static_cast<uint32_t>(line) : 0;
-        l.importlib = il;
+        l.importlib = ci.importlib;
       }
     } else {
       py.PyErr_Clear();
