@@ -8,8 +8,10 @@ imptrace_ensure_packages
 imptrace_build
 (cd build && ctest --output-on-failure -j2 --timeout 900 "$@")
 # The viewer and its unit tests again under ASan+UBSan (the tracer is not built there: it
-# runs inside uninstrumented hosts). Any sanitizer report fails the run.
+# runs inside uninstrumented hosts). Any sanitizer report fails the run, save the few
+# explained in tests/fuzz/ubsan.supp.
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DIMPTRACE_SANITIZE=ON -DIMPTRACE_BUILD_TRACER=OFF >/dev/null
 cmake --build build-asan -j2
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ctest --output-on-failure -j2 --timeout 900 "$@")
+  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:suppressions="$PWD/../tests/fuzz/ubsan.supp" \
+  ctest --output-on-failure -j2 --timeout 900 "$@")
