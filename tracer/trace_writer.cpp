@@ -161,9 +161,14 @@ bool open_output() {
     snprintf(pat, sizeof pat, "%s%simptrace.%%n.%%p.pb", full, full[len - 1] == '/' ? "" : "/");
     expand(pat, full, sizeof full);
   }
+  // On a clash the counter goes before a ".pb" extension (imptrace.python3.42.1.pb), so a
+  // directory of traces still holds nothing but *.pb files.
   char attempt[PATH_MAX + 16];
+  size_t flen = strlen(full);
+  bool pb = flen > 3 && strcmp(full + flen - 3, ".pb") == 0;
   for (int i = 0; i < 1000; ++i) {
     if (i == 0) snprintf(attempt, sizeof attempt, "%s", full);
+    else if (pb) snprintf(attempt, sizeof attempt, "%.*s.%d.pb", static_cast<int>(flen - 3), full, i);
     else snprintf(attempt, sizeof attempt, "%s.%d", full, i);
     int fd = open(attempt, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_APPEND, 0600);
     if (fd >= 0) { g_fd = fd; return true; }

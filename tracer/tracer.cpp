@@ -1349,14 +1349,36 @@ PyMethodDef g_find_and_load_def = {
     "imptrace: records the import, then runs importlib's _find_and_load"};
 
 // ---- installation -------------------------------------------------------------------
-constexpr int kMaxInterps = 64;
-void* g_installed[kMaxInterps];
-int g_n_installed = 0;
+// Interpreters are told apart by id, never by address: a new sub-interpreter usually
+// gets the memory of one that was destroyed. Ids are never reused.
+int64_t* g_installed = nullptr;
+size_t g_n_installed = 0, g_cap_installed = 0;
+bool g_main_installed = false;
+
+bool installed_in(int64_t id) {
+  if (id == 0) return g_main_installed;
+  for (size_t i = g_n_installed; i > 0; --i)  // newest first: the common hit
+    if (g_installed[i - 1] == id) return true;
+  return false;
+}
+
+void remember_installed(int64_t id) {
+  if (id == 0) { g_main_installed = true; return; }
+  if (g_n_installed == g_cap_installed) {
+    size_t cap = g_cap_installed ? g_cap_installed * 2 : 16;
+    auto* n = static_cast<int64_t*>(realloc(g_installed, cap * sizeof(int64_t)));
+    if (!n) return;
+    g_installed = n;
+    g_cap_installed = cap;
+  }
+  g_installed[g_n_installed++] = id;
+}
 
 void install_in_current_interpreter() {
   void* interp = py.PyInterpreterState_Get();
-  for (int i = 0; i < g_n_installed; ++i)
-    if (g_installed[i] == interp) return;
+  int64_t id = py.PyInterpreterState_GetID(interp);
+  if (id < 0) { py.PyErr_Clear(); return; }
+  if (installed_in(id)) return;
   PyObject* modules = py.PyImport_GetModuleDict();
   if (!modules) return;
   PyObject* bootstrap = dict_get_s(modules, "_frozen_importlib");
@@ -1369,7 +1391,7 @@ void install_in_current_interpreter() {
     py.PyErr_Clear();
     return;
   }
-  if (g_n_installed < kMaxInterps) g_installed[g_n_installed++] = interp;
+  remember_installed(id);
   if (interp == py.PyInterpreterState_Main()) {
     g_main_interp = interp;
     g_modulespec_type = py.PyDict_GetItemString(d, "ModuleSpec");

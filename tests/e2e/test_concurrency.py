@@ -245,7 +245,7 @@ def run_chain(tmp_path):
 
 def test_exec_chain_same_pid(tmp_path):
     """A -> os.execv B -> os.execv C: one pid, three processes, three files (the name
-    clash is resolved with numbered siblings .pb.1, .pb.2, never an overwrite)."""
+    clash is resolved with numbered siblings .1.pb, .2.pb, never an overwrite)."""
     pid, out = run_chain(tmp_path)
     files = traces(str(out))
     assert len(files) == 3, files
@@ -260,10 +260,6 @@ def test_exec_chain_same_pid(tmp_path):
         assert not by_depth[depth]["truncated"]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: the tracer resolves a name clash (pid reuse, exec "
-                   "keeps the pid) with a sibling named '<name>.pb.1', but the viewer, given the "
-                   "run's directory, reads only files ending in '.pb': those processes vanish "
-                   "from show/export/diff of the directory")
 def test_directory_includes_numbered_siblings(tmp_path):
     pid, out = run_chain(tmp_path)
     assert len(traces(str(out))) == 3
@@ -310,6 +306,6 @@ def test_pid_reuse_never_overwrites(tmp_path):
     pb = sorted(f for f in os.listdir(str(out)) if not open(os.path.join(str(out), f), "rb").read().startswith(b"precious"))
     # exec'd json process, the fork parent and the fork child: all went to other names.
     assert len(pb) == 3, os.listdir(str(out))
-    assert sum(1 for f in pb if f.endswith(".pb.1")) == 2, pb
+    assert sum(1 for f in pb if f.endswith(".1.pb")) == 2, pb
     for f in pb:
         protoc_decodes(os.path.join(str(out), f))

@@ -46,7 +46,7 @@ def test_default_output_name_mode_and_no_overwrite(tmp_path):
         r = run([PY, "-c", "import json"], traced=True, env={"IMPTRACE_OUTPUT": str(fixed)})
         assert r.returncode == 0
     assert fixed.read_bytes() == b"precious"
-    assert (tmp_path / "fixed.pb.1").exists() and (tmp_path / "fixed.pb.2").exists()
+    assert (tmp_path / "fixed.1.pb").exists() and (tmp_path / "fixed.2.pb").exists()
 
 
 def test_output_pattern_expansion(tmp_path):

@@ -55,7 +55,7 @@ def test_dangling_symlink_not_followed(tmp_path):
     assert r.returncode == 0 and r.stderr == ""
     assert not os.path.exists(str(victim)), "the tracer created the symlink's target"
     assert os.path.islink(str(link))
-    sibling = tmp_path / "trace.pb.1"
+    sibling = tmp_path / "trace.1.pb"
     assert sibling.exists() and not os.path.islink(str(sibling))
     protoc_decodes(str(sibling))
 
@@ -70,13 +70,14 @@ def test_fifo_at_output_name_not_opened(tmp_path):
 
 def test_existing_files_keep_their_bytes(tmp_path):
     target = tmp_path / "t.pb"
-    for i in range(3):
-        (tmp_path / ("t.pb" + (".%d" % i if i else ""))).write_bytes(b"keep %d" % i)
+    names = ["t.pb", "t.1.pb", "t.2.pb"]
+    for i, n in enumerate(names):
+        (tmp_path / n).write_bytes(b"keep %d" % i)
     r = run([PY, "-c", "import json"], traced=True, env={"IMPTRACE_OUTPUT": str(target)})
     assert r.returncode == 0
-    for i in range(3):
-        assert (tmp_path / ("t.pb" + (".%d" % i if i else ""))).read_bytes() == b"keep %d" % i
-    protoc_decodes(str(tmp_path / "t.pb.3"))
+    for i, n in enumerate(names):
+        assert (tmp_path / n).read_bytes() == b"keep %d" % i
+    protoc_decodes(str(tmp_path / "t.3.pb"))
 
 
 def one_warning(r, plain):

@@ -131,12 +131,6 @@ def test_isolated_subinterpreters(py, tmp_path):
     print(ident(py), "interpreter ids:", sorted({i["interpreter"] for i in proc["imports"]}))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: tracer/tracer.cpp install_in_current_interpreter() remembers installed "
-    "interpreters by PyInterpreterState address (g_installed); a sub-interpreter created "
-    "after another was destroyed usually gets the same address, so the tracer believes it "
-    "is already installed and that interpreter's imports are silently not recorded "
-    "(only the first of 4 sequential run_in_subinterp calls is traced)"))
 @pytest.mark.parametrize("py", ["/usr/bin/python3", PYENV % "3.11.7", PYENV % "3.10.13"], ids=ident)
 def test_sequential_subinterpreters_recorded_alike(py, tmp_path):
     mods = tmp_path / "mods"
