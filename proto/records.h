@@ -15,7 +15,7 @@ namespace Trace { constexpr uint32_t record = 1; }
 
 namespace Record {
 constexpr uint32_t header = 1, string_def = 2, import = 3, modules_change = 4, binding = 5,
-                   proxy_access = 6, sys_path = 7, proxy_class = 8, note = 9;
+                   proxy_access = 6, sys_path = 7, proxy_class = 8, note = 9, env_update = 10;
 }
 namespace EnvVar { constexpr uint32_t name = 1, value = 2; }
 namespace Header {

@@ -196,6 +196,30 @@ bool env_allowed(const char* kv) {
   return false;
 }
 
+// The allow-listed environment as last written: header values, then updates. A fixed
+// table of name=value copies, enough for the handful of allowed variables.
+constexpr int kEnvSeen = 32;
+char* g_env_seen[kEnvSeen];
+int g_n_env_seen = 0;
+
+void remember_env(const char* kv) {
+  const char* eq = strchr(kv, '=');
+  size_t nl = eq ? static_cast<size_t>(eq - kv) + 1 : 0;
+  for (int i = 0; i < g_n_env_seen; ++i)
+    if (strncmp(g_env_seen[i], kv, nl) == 0) {
+      free(g_env_seen[i]);
+      g_env_seen[i] = strdup(kv);
+      return;
+    }
+  if (g_n_env_seen < kEnvSeen) g_env_seen[g_n_env_seen++] = strdup(kv);
+}
+
+bool env_seen(const char* kv) {
+  for (int i = 0; i < g_n_env_seen; ++i)
+    if (g_env_seen[i] && strcmp(g_env_seen[i], kv) == 0) return true;
+  return false;
+}
+
 void put_header(wire::ByteBuf& b) {
   auto m = wire::begin_message(b, Trace::record);
   auto h = wire::begin_message(b, Record::header);
@@ -240,6 +264,7 @@ void put_header(wire::ByteBuf& b) {
     wire::put_bytes(b, EnvVar::name, *e, static_cast<size_t>(eq - *e));
     wire::put_string(b, EnvVar::value, eq + 1);
     wire::end_message(b, ev);
+    remember_env(*e);
   }
   wire::put_sint64_as_int64(b, Header::forked_from_pid, g_forked_from);
   wire::put_uint(b, Header::start_monotonic_ns, g_start_mono);
@@ -260,6 +285,7 @@ void atfork_child() {
   reset_interning();
   g_forked_from = getppid();
   ++g_generation;
+  g_n_env_seen = 0;  // the child's header records the environment anew (copies leak: fork)
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   g_start_unix_ns = static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
@@ -286,6 +312,22 @@ void TraceWriter::after_fork_in_child() { atfork_child(); }
 wire::ByteBuf& TraceWriter::buf() { return g_pending; }
 
 uint64_t TraceWriter::now_ns() { return mono_ns() - g_start_mono; }
+
+void TraceWriter::record_env_changes() {
+  if (g_fd < 0) return;  // no header yet: it will carry the current values
+  for (char** e = environ; e && *e; ++e) {
+    if (!env_allowed(*e) || env_seen(*e)) continue;
+    const char* eq = strchr(*e, '=');
+    if (!eq) continue;
+    auto m = wire::begin_message(g_pending, Trace::record);
+    auto ev = wire::begin_message(g_pending, Record::env_update);
+    wire::put_bytes(g_pending, EnvVar::name, *e, static_cast<size_t>(eq - *e));
+    wire::put_string(g_pending, EnvVar::value, eq + 1);
+    wire::end_message(g_pending, ev);
+    wire::end_message(g_pending, m);
+    remember_env(*e);
+  }
+}
 
 uint32_t TraceWriter::intern(const char* s) { return s ? intern(s, strlen(s)) : 0; }
 

@@ -35,6 +35,10 @@ struct TraceWriter {
   // Writes pending records to the file (creating it, header first, if needed).
   static void flush();
 
+  // Re-reads the allow-listed environment and records any variable whose value changed
+  // since the header (pytest-xdist sets PYTEST_XDIST_WORKER in the worker after start).
+  static void record_env_changes();
+
   // Monotonic nanoseconds since this process's trace started.
   static uint64_t now_ns();
 

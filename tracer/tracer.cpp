@@ -1336,6 +1336,10 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
         maybe_instrument(under, obj);
         instrument_module_getattr(under);
       }
+      // Top-level imports are where a program's phases change (pytest collecting test
+      // modules in an xdist worker that has just set PYTEST_XDIST_WORKER): re-read the
+      // allow-listed environment there, not at every import.
+      if (t.depth == 0) TW::record_env_changes();
     }
     TW::flush();
   }
