@@ -97,3 +97,29 @@ def test_six_moves_entries_recorded(py, tmp_path):
     assert entries and entries[0]["type"].endswith("_MovedItems")
     parse = why(files, "six.moves.urllib.parse")["entries"]
     assert parse, "six's meta path importer put six.moves.urllib.parse into sys.modules"
+
+
+ONE_FILE_TWO_MODULES = '''
+import os, sys, tempfile
+root = tempfile.mkdtemp()
+os.makedirs(os.path.join(root, "pkg"))
+open(os.path.join(root, "pkg", "__init__.py"), "w").close()
+open(os.path.join(root, "pkg", "shared.py"), "w").write("X = object()\\n")
+# Both the package's parent and the package directory itself on sys.path: one file,
+# reachable as pkg.shared and as shared.
+sys.path[:0] = [root, os.path.join(root, "pkg")]
+import pkg.shared, shared
+print(pkg.shared is shared, pkg.shared.X is shared.X)
+'''
+
+
+@pytest.mark.parametrize("py", interpreters(), ids=ident)
+def test_one_file_two_modules_recorded(py, tmp_path):
+    r = run([py, "-c", ONE_FILE_TWO_MODULES], traced=True, outdir=str(tmp_path))
+    assert r.returncode == 0 and r.stdout.strip() == "False False", r.stderr
+    proc = export(*traces(str(tmp_path)))["processes"][0]
+    both = {i["name"]: i for i in proc["imports"] if i["name"] in ("pkg.shared", "shared")}
+    assert set(both) == {"pkg.shared", "shared"}
+    a, b = both["pkg.shared"], both["shared"]
+    assert a["origin"] == b["origin"] and a["origin"].endswith("pkg/shared.py")
+    assert a["object"]["id"] != b["object"]["id"]
