@@ -10,7 +10,8 @@ work=$(mktemp -d /tmp/imptrace-demo.XXXXXX)
 lib=$PWD/build/libimptrace.so
 for b in good bad; do
   echo "== running the smoke tests with the $b torch_npu build (traced)"
-  python3 tests/scenarios/npugraph_ex/run_scenario.py --build $b --workdir "$work/$b" \
+  /usr/bin/python3 tests/scenarios/npugraph_ex/run_scenario.py --build $b --workdir "$work/$b" \
+    --python /usr/bin/python3 --runner pytest \
     --env LD_PRELOAD="$lib" --env IMPTRACE_OUTPUT="$work/$b/traces/" 2>&1 | tail -n 3 || true
 done
 echo

@@ -145,9 +145,17 @@ bool is_importlib_file(const char* f) {
   return strncmp(f, "<frozen importlib", 17) == 0 || strstr(f, "/importlib/") != nullptr;
 }
 
+// pytest sets PYTEST_CURRENT_TEST to "<node id> (setup|call|teardown)"; the trace keeps
+// the node id.
 uint32_t current_test() {
   const char* t = getenv("PYTEST_CURRENT_TEST");
-  return t ? TW::intern(t) : 0;
+  if (!t) return 0;
+  size_t n = strlen(t);
+  if (n > 2 && t[n - 1] == ')') {
+    const char* open = static_cast<const char*>(memrchr(t, '(', n));
+    if (open && open > t && open[-1] == ' ') n = static_cast<size_t>(open - t) - 1;
+  }
+  return TW::intern(t, n);
 }
 
 
