@@ -151,7 +151,7 @@ class TraceBuilder {
   bool write_file(const std::string& path) const {
     FILE* f = fopen(path.c_str(), "wb");
     if (!f) return false;
-    bool ok = fwrite(out_.p, 1, out_.n, f) == out_.n;
+    bool ok = out_.n == 0 || fwrite(out_.p, 1, out_.n, f) == out_.n;  // fwrite(NULL, ..) is UB even for 0 bytes
     return fclose(f) == 0 && ok;
   }
 
