@@ -252,7 +252,7 @@ void export_chrome(const std::vector<model::Process>& procs, std::ostream& out) 
       w.begin_object();
       w.field("ph", "X");
       w.field("cat", im.ok ? "import" : "import,failed");
-      w.field("name", im.ok ? im.name : im.name + " (failed)");
+      w.field("name", im.ok ? im.name.str() : im.name + " (failed)");
       w.field("ts", us(im.begin_ns));
       w.field("dur", static_cast<double>(im.duration_ns()) / 1000.0);
       w.field("pid", p.pid);

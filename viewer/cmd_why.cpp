@@ -133,7 +133,7 @@ void build_process(const Process& p, const std::string& module, WhyReport& r) {
 
 std::string forwarded_name(const model::ObjectRef& o) {
   if (!o.present) return "";
-  return o.name.empty() ? model::object_token(o) : o.name;
+  return o.name.empty() ? model::object_token(o) : o.name.str();
 }
 
 std::string optional_token(const model::ObjectRef& o) { return model::object_token(o); }

@@ -188,7 +188,7 @@ std::string normalize_loader(const std::string& l) {
 
 std::string obj_kind(const ObjectRef& o) {
   if (!o.present) return "nothing";
-  std::string s = o.is_plain_module() ? std::string("module") : (o.type.empty() ? "object" : o.type);
+  std::string s = o.is_plain_module() ? std::string("module") : (o.type.empty() ? "object" : o.type.str());
   return s;
 }
 
@@ -231,10 +231,10 @@ enum RelKind : uint8_t { kNew = 0, kSameAsKey = 1, kSameAsEntry = 2 };
 
 struct Lean {
   const ObjectRef* obj = nullptr;
-  const std::string* origin_raw = nullptr;   // obj->file or the import's origin
+  const model::Str* origin_raw = nullptr;   // obj->file or the import's origin
   const Location* set_by_raw = nullptr;
   const std::vector<Location>* stack_raw = nullptr;
-  const std::string* test = nullptr;
+  const model::Str* test = nullptr;
   const Location* removed_at_raw = nullptr;
   uint64_t time_ns = 0;
   SV rel_key;
@@ -881,7 +881,7 @@ class Engine {
       bool on_proxy = bd.status == model::BindingStatus::OnProxy || bd.bound_on.is_proxy();
       f.kind = on_proxy ? "binding_on_proxy" : "binding_mismatch";
       f.severity = Severity::Error;
-      f.module = items.size() == 1 ? bd.child_module() : bd.parent;
+      f.module = items.size() == 1 ? bd.child_module() : bd.parent.str();
       f.story = bd.parent;
       f.process = role;
       f.order = first_pos(pf, bd.child_module());
@@ -974,13 +974,13 @@ class Engine {
         const std::string& t = x.second->a->test;
         if (!t.empty() && seen.insert(t).second) f.tests.push_back(t);
       }
-      f.test = a.test.empty() && !f.tests.empty() ? f.tests[0] : a.test;
+      f.test = a.test.empty() && !f.tests.empty() ? f.tests[0] : a.test.str();
       std::string on = a.proxy.present ? describe(a.proxy, "") : "a module";
       f.summary = (a.kind == model::ProxyAccessKind::Setattr ? "setting ." : "lookup of .") +
                   a.attribute + " on " + on + " failed: " + a.outcome();
       if (a.forwarded_to.present)
         f.summary += " (forwarded to '" + (a.forwarded_to.name.empty() ? obj_kind(a.forwarded_to)
-                                                                         : a.forwarded_to.name) + "')";
+                                                                         : a.forwarded_to.name.str()) + "')";
       if (!where.empty()) f.summary += " at " + fmt_loc(where);
       if (!f.test.empty()) f.summary += " in " + f.test;
       if (f.tests.size() > 1) f.summary += " and " + std::to_string(f.tests.size() - 1) + " more tests";

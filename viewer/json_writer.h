@@ -43,6 +43,14 @@ class JsonWriter {
   void null_field(const std::string& k) { key(k); null(); }
   void field_or_null(const std::string& k, const std::string& v) { key(k); string_or_null(v); }
   void string_array(const std::string& k, const std::vector<std::string>& items);
+  // The same for any string-like items (model::Str).
+  template <class S>
+  void string_array(const std::string& k, const std::vector<S>& items) {
+    key(k);
+    begin_array();
+    for (const auto& s : items) value(static_cast<const std::string&>(s));
+    end_array();
+  }
 
   // Call at the end: terminates the document with a newline.
   void finish() { out_ << '\n'; }

@@ -26,7 +26,7 @@ std::string ProxyAccess::outcome() const {
   if (ok) return "ok";
   if (error_type.empty() && error_message.empty()) return "failed";
   if (error_message.empty()) return error_type;
-  return (error_type.empty() ? std::string("Exception") : error_type) + ": " + error_message;
+  return (error_type.empty() ? std::string("Exception") : error_type.str()) + ": " + error_message;
 }
 
 const char* binding_status_name(BindingStatus s) {

@@ -15,18 +15,121 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <functional>
+#include <ostream>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 namespace imptrace {
 namespace model {
 
+// An immutable string shared by every record that names it. The reader makes one per
+// string the trace defines (names, paths, types are interned on the wire) and every field
+// that refers to it holds a handle: copying a record copies pointers, not characters.
+// Reads like a `const std::string&` (it converts to one, and has the usual read-only
+// members and operators); assigning a std::string or a literal makes a new shared string.
+// The reference count is not atomic: a model is used by one thread at a time.
+class Str {
+ public:
+  Str() noexcept = default;
+  Str(const std::string& s) : r_(make(s.data(), s.size())) {}
+  Str(const char* s) : r_(s ? make(s, strlen(s)) : nullptr) {}
+  Str(std::string_view s) : r_(make(s.data(), s.size())) {}
+  Str(const Str& o) noexcept : r_(o.r_) { if (r_) ++r_->refs; }
+  Str(Str&& o) noexcept : r_(o.r_) { o.r_ = nullptr; }
+  Str& operator=(const Str& o) noexcept {
+    if (o.r_) ++o.r_->refs;
+    release();
+    r_ = o.r_;
+    return *this;
+  }
+  Str& operator=(Str&& o) noexcept {
+    if (this != &o) { release(); r_ = o.r_; o.r_ = nullptr; }
+    return *this;
+  }
+  Str& operator=(const std::string& s) { return *this = Str(s); }
+  Str& operator=(const char* s) { return *this = Str(s); }
+  ~Str() { release(); }
+
+  const std::string& str() const { return r_ ? r_->s : empty_string(); }
+  operator const std::string&() const { return str(); }
+  operator std::string_view() const { return std::string_view(str()); }
+
+  bool empty() const { return !r_ || r_->s.empty(); }
+  size_t size() const { return str().size(); }
+  size_t length() const { return size(); }
+  const char* c_str() const { return str().c_str(); }
+  const char* data() const { return str().data(); }
+  char operator[](size_t i) const { return str()[i]; }
+  char front() const { return str().front(); }
+  char back() const { return str().back(); }
+  std::string::const_iterator begin() const { return str().begin(); }
+  std::string::const_iterator end() const { return str().end(); }
+  std::string substr(size_t pos = 0, size_t n = std::string::npos) const { return str().substr(pos, n); }
+  template <class... A> size_t find(A&&... a) const { return str().find(std::forward<A>(a)...); }
+  template <class... A> size_t rfind(A&&... a) const { return str().rfind(std::forward<A>(a)...); }
+  template <class... A> int compare(A&&... a) const { return str().compare(std::forward<A>(a)...); }
+  // Same shared string (not merely equal text).
+  bool same(const Str& o) const { return r_ == o.r_; }
+  // An identity for hashing shared strings: equal handles give equal keys.
+  const void* key() const { return r_; }
+
+ private:
+  struct Rep {
+    std::string s;
+    uint32_t refs;
+  };
+  static Rep* make(const char* p, size_t n) { return n ? new Rep{std::string(p, n), 1} : nullptr; }
+  static const std::string& empty_string() {
+    static const std::string kEmpty;
+    return kEmpty;
+  }
+  void release() {
+    if (r_ && --r_->refs == 0) delete r_;
+  }
+  Rep* r_ = nullptr;
+};
+
+inline bool operator==(const Str& a, const Str& b) { return a.same(b) || a.str() == b.str(); }
+inline bool operator==(const Str& a, const std::string& b) { return a.str() == b; }
+inline bool operator==(const std::string& a, const Str& b) { return a == b.str(); }
+inline bool operator==(const Str& a, const char* b) { return a.str() == b; }
+inline bool operator==(const char* a, const Str& b) { return a == b.str(); }
+inline bool operator==(const Str& a, std::string_view b) { return std::string_view(a.str()) == b; }
+inline bool operator==(std::string_view a, const Str& b) { return a == std::string_view(b.str()); }
+template <class T> bool operator!=(const Str& a, const T& b) { return !(a == b); }
+inline bool operator!=(const std::string& a, const Str& b) { return !(a == b); }
+inline bool operator!=(const char* a, const Str& b) { return !(a == b); }
+inline bool operator!=(std::string_view a, const Str& b) { return !(a == b); }
+inline bool operator<(const Str& a, const Str& b) { return a.str() < b.str(); }
+inline bool operator<(const Str& a, const std::string& b) { return a.str() < b; }
+inline bool operator<(const std::string& a, const Str& b) { return a < b.str(); }
+inline std::string operator+(const Str& a, const Str& b) { return a.str() + b.str(); }
+inline std::string operator+(const Str& a, const std::string& b) { return a.str() + b; }
+inline std::string operator+(const std::string& a, const Str& b) { return a + b.str(); }
+inline std::string operator+(std::string&& a, const Str& b) { return std::move(a) + b.str(); }
+inline std::string operator+(const Str& a, const char* b) { return a.str() + b; }
+inline std::string operator+(const char* a, const Str& b) { return a + b.str(); }
+inline std::string operator+(const Str& a, char b) { return a.str() + b; }
+inline std::string operator+(char a, const Str& b) { return a + b.str(); }
+inline std::string& operator+=(std::string& a, const Str& b) { return a += b.str(); }
+inline std::ostream& operator<<(std::ostream& o, const Str& s) { return o << s.str(); }
+inline bool operator==(const std::vector<Str>& a, const std::vector<std::string>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!(a[i] == b[i])) return false;
+  return true;
+}
+inline bool operator==(const std::vector<std::string>& a, const std::vector<Str>& b) { return b == a; }
+
 // Where some code was: one Python frame.
 struct Location {
-  std::string file;      // absolute, as the code object has it; "" = unknown
+  Str file;      // absolute, as the code object has it; "" = unknown
   uint32_t line = 0;
-  std::string function;  // qualified name where the interpreter has one
+  Str function;  // qualified name where the interpreter has one
   bool empty() const { return file.empty() && line == 0 && function.empty(); }
 };
 
@@ -34,10 +137,10 @@ struct Location {
 struct ObjectRef {
   bool present = false;  // false when the record did not carry this object
   uint64_t id = 0;
-  std::string type;      // "module" or "pkg.mod.QualName"
+  Str type;      // "module" or "pkg.mod.QualName"
   uint32_t flags = 0;    // bit0 plain module, bit1 ModuleType subclass, bit2 proxy
-  std::string name;      // the object's own __name__ (modules only)
-  std::string file;      // its __file__ (modules only)
+  Str name;      // the object's own __name__ (modules only)
+  Str file;      // its __file__ (modules only)
 
   bool is_plain_module() const { return flags & 1u; }
   bool is_module_subclass() const { return flags & 2u; }
@@ -51,9 +154,9 @@ std::string object_token(const ObjectRef& o);
 // One native frame (IMPTRACE_NATIVE_STACKS=1): ELF object, offset from its load address,
 // nearest exported symbol ("" when none).
 struct NativeFrame {
-  std::string object;
+  Str object;
   uint64_t offset = 0;
-  std::string symbol;
+  Str symbol;
 };
 
 // One run of importlib's find-and-load.
@@ -67,18 +170,18 @@ struct Import {
   uint64_t begin_ns = 0;
   uint64_t end_ns = 0;         // begin_ns + duration_ns
   uint64_t duration_ns() const { return end_ns - begin_ns; }
-  std::string name;
+  Str name;
   bool ok = false;
-  std::string error_type;
-  std::string error_message;
+  Str error_type;
+  Str error_message;
   ObjectRef object;            // what sys.modules[name] held when the import returned
-  std::string spec_name;       // already defaulted: equals name when the wire omitted it
-  std::string origin;
-  std::string loader;
-  std::vector<std::string> search_locations;
-  std::string file;            // already defaulted: equals origin when the wire omitted it
+  Str spec_name;       // already defaulted: equals name when the wire omitted it
+  Str origin;
+  Str loader;
+  std::vector<Str> search_locations;
+  Str file;            // already defaulted: equals origin when the wire omitted it
   Location importer;           // first frame outside importlib
-  std::string test;            // pytest node id, "" none
+  Str test;            // pytest node id, "" none
   uint32_t interpreter = 0;
   std::vector<NativeFrame> native_stack;  // innermost first; empty unless enabled
   // "ExceptionType: message" or "" when ok.
@@ -90,14 +193,14 @@ enum class Precision { Exact = 0, AtBoundary = 1 };
 
 // A key of sys.modules got a new value, lost it, or the dict was cleared.
 struct ModulesChange {
-  std::string key;
+  Str key;
   ChangeOp op = ChangeOp::Set;
   ObjectRef old_object;               // absent for an insertion
   ObjectRef new_object;               // absent for a deletion
   std::vector<Location> stack;        // innermost first
   uint64_t time_ns = 0;
   uint64_t thread = 0;
-  std::string test;
+  Str test;
   Precision precision = Precision::Exact;
   uint64_t during_import = 0;         // index+1 of the import in progress, 0 none
   bool by_import_system = false;
@@ -109,15 +212,15 @@ const char* binding_status_name(BindingStatus s);  // "bound", "missing", ...
 // After an import of `a.b`: where the import system bound `b`.
 struct Binding {
   uint64_t import_index = 0;
-  std::string parent;      // "a"
-  std::string attribute;   // "b"
+  Str parent;      // "a"
+  Str attribute;   // "b"
   ObjectRef bound_on;
   ObjectRef child;
   BindingStatus status = BindingStatus::Bound;
   uint64_t time_ns = 0;
-  std::string test;
+  Str test;
   ObjectRef attribute_value;
-  std::string child_module() const { return parent.empty() ? attribute : parent + "." + attribute; }
+  std::string child_module() const { return parent.empty() ? attribute.str() : parent + "." + attribute; }
 };
 
 enum class ProxyAccessKind { Getattr = 0, Setattr = 1, ModuleGetattr = 2 };
@@ -125,17 +228,17 @@ const char* proxy_access_kind_name(ProxyAccessKind k);  // "getattr", "setattr",
 
 struct ProxyAccess {
   ObjectRef proxy;
-  std::string attribute;
+  Str attribute;
   ProxyAccessKind kind = ProxyAccessKind::Getattr;
   bool ok = false;
   ObjectRef result;
-  std::string error_type;
-  std::string error_message;
+  Str error_type;
+  Str error_message;
   ObjectRef forwarded_to;
   std::vector<Location> stack;   // [0] is the caller of the attribute access
   uint64_t time_ns = 0;
   uint64_t thread = 0;
-  std::string test;
+  Str test;
   uint64_t during_import = 0;
   bool from_import_system = false;
   // "ok" or "ExceptionType: message".
@@ -143,12 +246,12 @@ struct ProxyAccess {
 };
 
 struct ProxyClass {
-  std::string type;
+  Str type;
   Location getattr_at;
   Location getattribute_at;
   Location setattr_at;
   bool module_subclass = false;
-  std::string defined_in;
+  Str defined_in;
 };
 
 struct SysPathSnapshot {
@@ -213,3 +316,10 @@ std::string relativize_path(const std::string& path, const std::vector<std::stri
 
 }  // namespace model
 }  // namespace imptrace
+
+template <>
+struct std::hash<imptrace::model::Str> {
+  size_t operator()(const imptrace::model::Str& s) const noexcept {
+    return std::hash<std::string_view>()(std::string_view(s.str()));
+  }
+};

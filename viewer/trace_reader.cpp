@@ -4,6 +4,8 @@
 #include "trace_reader.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -33,6 +35,9 @@ class ByteSource {
   virtual int get() = 0;                            // next byte or -1 at end
   virtual bool read(uint8_t* dst, size_t n) = 0;   // exactly n bytes or false
   virtual uint64_t remaining() const = 0;
+  // The next n bytes in place (valid until the next call), consumed; nullptr when they
+  // are not available contiguously (the caller then falls back to read()).
+  virtual const uint8_t* take(size_t n) = 0;
 };
 
 class MemorySource : public ByteSource {
@@ -46,34 +51,81 @@ class MemorySource : public ByteSource {
     return true;
   }
   uint64_t remaining() const override { return static_cast<uint64_t>(end_ - p_); }
+  const uint8_t* take(size_t n) override {
+    if (static_cast<size_t>(end_ - p_) < n) return nullptr;
+    const uint8_t* at = p_;
+    p_ += n;
+    return at;
+  }
 
  private:
   const uint8_t* p_;
   const uint8_t* end_;
 };
 
+// Streams a file through one fixed buffer (read(2) in 1 MiB blocks): memory stays bounded
+// by the buffer plus the largest record, whatever the file size.
 class FileSource : public ByteSource {
  public:
-  FileSource(FILE* f, uint64_t size) : f_(f), left_(size) {}
+  static constexpr size_t kBuffer = 1 << 20;
+  FileSource(int fd, uint64_t size) : fd_(fd), left_(size), buf_(new uint8_t[kBuffer]) {}
   int get() override {
-    if (!left_) return -1;
-    int c = getc(f_);
-    if (c == EOF) { left_ = 0; return -1; }
+    if (pos_ == len_ && !fill(1)) return -1;
     --left_;
-    return c;
+    return buf_[pos_++];
   }
   bool read(uint8_t* dst, size_t n) override {
-    if (n > left_) { left_ = 0; return false; }
-    size_t got = fread(dst, 1, n, f_);
-    left_ -= got;
-    if (got != n) { left_ = 0; return false; }
+    if (n > left_) { left_ = 0; pos_ = len_ = 0; return false; }
+    size_t have = std::min(n, len_ - pos_);
+    if (have) memcpy(dst, buf_.get() + pos_, have);
+    pos_ += have;
+    left_ -= have;
+    dst += have;
+    n -= have;
+    while (n) {  // the rest straight into dst
+      ssize_t got = ::read(fd_, dst, n);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) { left_ = 0; return false; }
+      dst += got;
+      n -= static_cast<size_t>(got);
+      left_ -= static_cast<uint64_t>(got);
+    }
     return true;
   }
   uint64_t remaining() const override { return left_; }
+  const uint8_t* take(size_t n) override {
+    if (n > kBuffer || n > left_) return nullptr;
+    if (len_ - pos_ < n && !fill(n)) return nullptr;
+    const uint8_t* at = buf_.get() + pos_;
+    pos_ += n;
+    left_ -= n;
+    return at;
+  }
 
  private:
-  FILE* f_;
-  uint64_t left_;
+  // Makes at least `want` (<= kBuffer) unread bytes available in the buffer.
+  bool fill(size_t want) {
+    size_t have = len_ - pos_;
+    if (have && pos_) memmove(buf_.get(), buf_.get() + pos_, have);
+    pos_ = 0;
+    len_ = have;
+    while (len_ < want) {
+      // Never read past the size the file had when opened (it may still be growing).
+      size_t room = static_cast<size_t>(std::min<uint64_t>(kBuffer - len_, left_ - len_));
+      if (!room) break;
+      ssize_t got = ::read(fd_, buf_.get() + len_, room);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) break;
+      len_ += static_cast<size_t>(got);
+    }
+    if (len_ < want) { left_ = len_; return false; }  // the file shrank: end of data
+    return true;
+  }
+
+  int fd_;
+  uint64_t left_;  // unread bytes (buffered ones included)
+  std::unique_ptr<uint8_t[]> buf_;
+  size_t pos_ = 0, len_ = 0;
 };
 
 enum class VarintResult { Ok, End, Truncated, Malformed };
@@ -189,14 +241,52 @@ class Decoder {
   bool header_seen = false;
 
  private:
-  const std::string& str(uint32_t id) {
-    static const std::string kEmpty;
+  const model::Str& str(uint32_t id) {
+    static const model::Str kEmpty;
     if (!id) return kEmpty;
-    auto it = strings_.find(id);
-    if (it == strings_.end()) { ++undefined_uses_; return kEmpty; }
-    return it->second;
+    if (id < dense_.size()) {
+      if (dense_defined_[id]) return dense_[id];
+    } else {
+      auto it = sparse_.find(id);
+      if (it != sparse_.end()) return it->second;
+    }
+    ++undefined_uses_;
+    return kEmpty;
   }
-  bool get_str_id(WireType wt, Reader& r, std::string& out) {
+  const model::Str* find_str(uint32_t id) const {
+    if (id < dense_.size()) return dense_defined_[id] ? &dense_[id] : nullptr;
+    auto it = sparse_.find(id);
+    return it == sparse_.end() ? nullptr : &it->second;
+  }
+  // Ids are small and dense in real traces (the tracer numbers strings 1, 2, 3, ...): a
+  // vector indexed by id. A hostile id far beyond the strings seen so far goes to a map,
+  // so a single record cannot make us allocate for 4 billion slots.
+  void define_str(uint32_t id, model::Str value) {
+    if (id >= dense_.size() && id < 2 * defined_ + 4096) {
+      size_t n = std::max<size_t>(id + 1, dense_.size() * 2);
+      dense_.resize(n);
+      dense_defined_.resize(n, false);
+      // Earlier sparse definitions now inside the dense range move over.
+      for (auto it = sparse_.begin(); it != sparse_.end();) {
+        if (it->first < n) {
+          dense_[it->first] = std::move(it->second);
+          dense_defined_[it->first] = true;
+          it = sparse_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    if (id < dense_.size()) {
+      defined_ += !dense_defined_[id];
+      dense_[id] = std::move(value);
+      dense_defined_[id] = true;
+    } else {
+      defined_ += sparse_.count(id) == 0;
+      sparse_[id] = std::move(value);
+    }
+  }
+  bool get_str_id(WireType wt, Reader& r, model::Str& out) {
     uint32_t id;
     if (!get_u32(wt, r, id)) return false;
     out = str(id);
@@ -279,14 +369,14 @@ class Decoder {
     if (prefix) {
       // The prefix must be defined already; a forward or unknown reference is corrupt data
       // (and must not be allowed to build strings without bound).
-      auto it = strings_.find(prefix);
-      if (it == strings_.end() || it->second.size() + value.size() > (1u << 20)) return false;
-      value = it->second + value;
+      const model::Str* pre = find_str(prefix);
+      if (!pre || pre->size() + value.size() > (1u << 20)) return false;
+      value.insert(0, pre->str());
     }
     // Prefix chains let a small file describe large strings; cap the total like a record.
     string_bytes_ += value.size();
     if (string_bytes_ > (size_t(256) << 20)) return false;
-    if (id) strings_[id] = std::move(value);
+    if (id) define_str(id, model::Str(value));
     return true;
   }
 
@@ -523,7 +613,10 @@ class Decoder {
   }
 
   model::Process& proc_;
-  std::unordered_map<uint32_t, std::string> strings_;
+  std::vector<model::Str> dense_;        // by id
+  std::vector<bool> dense_defined_;
+  std::unordered_map<uint32_t, model::Str> sparse_;
+  size_t defined_ = 0;
   size_t undefined_uses_ = 0;
   size_t string_bytes_ = 0;
 };
@@ -640,17 +733,21 @@ bool parse_stream(ByteSource& src, model::Process& out, std::string& why) {
       stop("record of " + std::to_string(len) + " bytes exceeds the 64 MiB limit (corrupt?)");
       break;
     }
-    buf.resize(static_cast<size_t>(len));
-    if (!src.read(buf.data(), buf.size())) {
-      if (!dec.header_seen) { why = "truncated inside the header record"; return false; }
-      out.truncated = true;
-      stop("truncated mid-record");
-      break;
+    const uint8_t* body = src.take(static_cast<size_t>(len));
+    if (!body) {
+      buf.resize(static_cast<size_t>(len));
+      if (!src.read(buf.data(), buf.size())) {
+        if (!dec.header_seen) { why = "truncated inside the header record"; return false; }
+        out.truncated = true;
+        stop("truncated mid-record");
+        break;
+      }
+      body = buf.data();
     }
     if (!is_record) continue;  // unknown top-level LEN field
 
     uint32_t kind = 0;
-    bool ok = dec.record(Reader(buf.data(), buf.size()), kind);
+    bool ok = dec.record(Reader(body, static_cast<size_t>(len)), kind);
     if (!dec.header_seen) {
       why = ok ? "not an imptrace trace (first record is not a header)"
                : "not an imptrace trace (first record is malformed)";
@@ -705,12 +802,15 @@ bool read_trace_file(const std::string& path, model::Process& out, std::string& 
   if (stat(path.c_str(), &st) != 0) { why = strerror(errno); return false; }
   if (S_ISDIR(st.st_mode)) { why = "is a directory"; return false; }
   if (!S_ISREG(st.st_mode)) { why = "not a regular file"; return false; }
-  FILE* f = fopen(path.c_str(), "rb");
-  if (!f) { why = strerror(errno); return false; }
-  std::unique_ptr<FILE, int (*)(FILE*)> closer(f, fclose);
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) { why = strerror(errno); return false; }
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { close(fd); }
+  } closer{fd};
   if (st.st_size == 0) { why = "empty file"; return false; }
   out.source_file = path;
-  FileSource src(f, static_cast<uint64_t>(st.st_size));
+  FileSource src(fd, static_cast<uint64_t>(st.st_size));
   return parse_stream(src, out, why);
 }
 
