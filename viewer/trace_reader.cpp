@@ -38,11 +38,14 @@ class ByteSource {
   // The next n bytes in place (valid until the next call), consumed; nullptr when they
   // are not available contiguously (the caller then falls back to read()).
   virtual const uint8_t* take(size_t n) = 0;
+  // Back to the first byte (for the counting pass); false when not possible.
+  virtual bool rewind() = 0;
 };
 
 class MemorySource : public ByteSource {
  public:
-  MemorySource(const uint8_t* p, size_t n) : p_(p), end_(p + n) {}
+  MemorySource(const uint8_t* p, size_t n) : start_(p), p_(p), end_(p + n) {}
+  bool rewind() override { p_ = start_; return true; }
   int get() override { return p_ < end_ ? *p_++ : -1; }
   bool read(uint8_t* dst, size_t n) override {
     if (static_cast<size_t>(end_ - p_) < n) { p_ = end_; return false; }
@@ -59,6 +62,7 @@ class MemorySource : public ByteSource {
   }
 
  private:
+  const uint8_t* start_;
   const uint8_t* p_;
   const uint8_t* end_;
 };
@@ -68,7 +72,13 @@ class MemorySource : public ByteSource {
 class FileSource : public ByteSource {
  public:
   static constexpr size_t kBuffer = 1 << 20;
-  FileSource(int fd, uint64_t size) : fd_(fd), left_(size), buf_(new uint8_t[kBuffer]) {}
+  FileSource(int fd, uint64_t size) : fd_(fd), size_(size), left_(size), buf_(new uint8_t[kBuffer]) {}
+  bool rewind() override {
+    if (lseek(fd_, 0, SEEK_SET) != 0) return false;
+    left_ = size_;
+    pos_ = len_ = 0;
+    return true;
+  }
   int get() override {
     if (pos_ == len_ && !fill(1)) return -1;
     --left_;
@@ -123,6 +133,7 @@ class FileSource : public ByteSource {
   }
 
   int fd_;
+  uint64_t size_;
   uint64_t left_;  // unread bytes (buffered ones included)
   std::unique_ptr<uint8_t[]> buf_;
   size_t pos_ = 0, len_ = 0;
@@ -623,8 +634,36 @@ class Decoder {
 
 // Sorts imports into start order and links each to its parent's position.
 void finish_imports(model::Process& p) {
-  std::stable_sort(p.imports.begin(), p.imports.end(),
-                   [](const model::Import& a, const model::Import& b) { return a.index < b.index; });
+  // Records come in end order; sort (index, position) pairs and move each Import once.
+  {
+    const size_t n = p.imports.size();
+    std::vector<std::pair<uint64_t, size_t>> order(n);
+    bool sorted = true;
+    for (size_t i = 0; i < n; ++i) {
+      order[i] = {p.imports[i].index, i};
+      if (i && p.imports[i].index < p.imports[i - 1].index) sorted = false;
+    }
+    if (!sorted) {
+      std::sort(order.begin(), order.end());  // pairs: equal indexes keep file order
+      // Apply the permutation in place, cycle by cycle (no second vector of Imports):
+      // position i receives the import now at order[i].second.
+      for (size_t i = 0; i < n; ++i) {
+        if (order[i].second == i || order[i].second == SIZE_MAX) continue;
+        model::Import tmp = std::move(p.imports[i]);
+        size_t j = i;
+        for (;;) {
+          size_t from = order[j].second;
+          order[j].second = SIZE_MAX;
+          if (from == i) {
+            p.imports[j] = std::move(tmp);
+            break;
+          }
+          p.imports[j] = std::move(p.imports[from]);
+          j = from;
+        }
+      }
+    }
+  }
   std::unordered_map<uint64_t, int64_t> pos_of_index;
   pos_of_index.reserve(p.imports.size());
   for (size_t i = 0; i < p.imports.size(); ++i)
@@ -675,8 +714,34 @@ std::string plural(size_t n, const char* word) {
   return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
 }
 
+// A first pass over the framing that only counts records by kind, so the record vectors
+// are allocated once at their final size (no regrowth: fewer copies and page faults).
+// Stops at the first irregularity; the main pass deals with those.
+void reserve_records(ByteSource& src, model::Process& out) {
+  size_t n[16] = {};
+  for (;;) {
+    uint64_t tag = 0, len = 0;
+    if (read_varint(src, tag) != VarintResult::Ok || (tag & 7) != wire::LEN) break;
+    if (read_varint(src, len) != VarintResult::Ok || len > src.remaining() || len > kMaxRecordBytes)
+      break;
+    const uint8_t* body = src.take(static_cast<size_t>(len));
+    if (!body) break;
+    if ((tag >> 3) != F::Trace::record) continue;
+    Reader r(body, static_cast<size_t>(len));
+    uint32_t field;
+    WireType wt;
+    if (r.tag(field, wt) && field < 16) ++n[field];
+  }
+  out.imports.reserve(out.imports.size() + n[F::Record::import]);
+  out.bindings.reserve(out.bindings.size() + n[F::Record::binding]);
+  out.modules_changes.reserve(out.modules_changes.size() + n[F::Record::modules_change]);
+  out.proxy_accesses.reserve(out.proxy_accesses.size() + n[F::Record::proxy_access]);
+}
+
 // The framing loop shared by files and memory.
 bool parse_stream(ByteSource& src, model::Process& out, std::string& why) {
+  reserve_records(src, out);
+  if (!src.rewind()) { why = strerror(errno); return false; }
   Decoder dec(out);
   size_t records = 0, malformed = 0;
   std::vector<uint8_t> buf;
