@@ -1,6 +1,8 @@
 // Argument parsing and input loading shared by the commands.
 #include <iostream>
 
+#include <memory>
+
 #include "commands.h"
 #include "trace_reader.h"
 
@@ -67,6 +69,14 @@ std::vector<model::Process> load_or_throw(const std::vector<std::string>& paths)
   for (const auto& w : warnings) std::cerr << "imptrace: " << w << "\n";
   if (!ok) throw InputError(error);
   return procs;
+}
+
+const std::vector<model::Process>& load_for_command(const std::vector<std::string>& paths) {
+  // Reachable until exit (a static pointer), never destroyed: the command's last act is to
+  // print, and tearing down 100,000s of records costs time and frees nothing useful.
+  static auto* kept = new std::vector<std::unique_ptr<std::vector<model::Process>>>();
+  kept->push_back(std::make_unique<std::vector<model::Process>>(load_or_throw(paths)));
+  return *kept->back();
 }
 
 }  // namespace imptrace

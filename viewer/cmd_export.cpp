@@ -326,7 +326,7 @@ int run_export(const std::vector<std::string>& args) {
   std::string format = a.get("--format", "json");
   if (format != "json" && format != "chrome")
     throw UsageError("unknown export format '" + format + "' (json or chrome)");
-  auto procs = load_or_throw(a.positional);
+  const auto& procs = load_for_command(a.positional);
   if (format == "json") export_json(procs, std::cout);
   else export_chrome(procs, std::cout);
   return 0;

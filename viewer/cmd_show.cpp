@@ -140,7 +140,7 @@ void show_text(const std::vector<model::Process>& procs, std::ostream& out) {
 int run_show(const std::vector<std::string>& args) {
   ParsedArgs a = parse_args(args, {});
   if (a.positional.empty()) throw UsageError("show needs at least one PATH");
-  show_text(load_or_throw(a.positional), std::cout);
+  show_text(load_for_command(a.positional), std::cout);
   return 0;
 }
 

@@ -71,7 +71,7 @@ int run_tree(const std::vector<std::string>& args) {
   ParsedArgs a = parse_args(args, {});
   if (a.positional.empty()) throw UsageError("tree needs a PATH");
   if (a.positional.size() > 1) throw UsageError("tree takes one PATH (a file or a directory)");
-  tree_text(load_or_throw(a.positional), std::cout);
+  tree_text(load_for_command(a.positional), std::cout);
   return 0;
 }
 

@@ -332,7 +332,7 @@ int run_why(const std::vector<std::string>& args) {
     throw UsageError("unknown why format '" + format + "' (text or json)");
   std::string module = a.positional.back();
   a.positional.pop_back();
-  auto procs = load_or_throw(a.positional);
+  const auto& procs = load_for_command(a.positional);
   WhyReport r = build_why(procs, module);
   if (format == "json") why_json(r, std::cout);
   else why_text(r, std::cout);

@@ -40,6 +40,9 @@ ParsedArgs parse_args(const std::vector<std::string>& args,
 // Reads PATH arguments (files or directories) into processes; prints reader warnings to
 // stderr as "imptrace: <file>: warning: ..."; throws InputError on failure.
 std::vector<model::Process> load_or_throw(const std::vector<std::string>& paths);
+// The same for a command's `run_*`: the processes stay alive (unfreed) until the program
+// exits, which spares the teardown of large models.
+const std::vector<model::Process>& load_for_command(const std::vector<std::string>& paths);
 
 // ---- show -------------------------------------------------------------------------------
 // `run [-o DIR] -- CMD...`: CMD under the tracer; returns CMD's exit status.

@@ -565,23 +565,40 @@ void build_facts(ProcFacts& f) {
   }
 
   // One file, two module objects; one object under two names.
-  std::unordered_map<SV, std::vector<std::pair<uint64_t, SV>>> by_file;
-  by_file.reserve(p.imports.size() + 16);
-  for (const auto& im : p.imports) {
+  // (file, import position): sorted by file, each file's imports stay in import order.
+  struct FileUse {
+    SV file;
+    uint32_t i;
+  };
+  std::vector<FileUse> uses;
+  uses.reserve(p.imports.size());
+  for (size_t i = 0; i < p.imports.size(); ++i) {
+    const Import& im = p.imports[i];
     if (!im.ok || !im.object.present || !im.object.is_plain_module()) continue;
     const std::string& file = !im.object.file.empty() ? im.object.file : im.file;
     if (file.empty() || file[0] != '/') continue;
-    auto& v = by_file[file];
-    bool seen = false;
-    for (const auto& x : v) seen |= x.first == im.object.id;
-    if (!seen) v.emplace_back(im.object.id, SV(im.name));
+    uses.push_back({SV(file), static_cast<uint32_t>(i)});
   }
-  for (auto& kv : by_file) {
-    if (kv.second.size() < 2) continue;
+  std::sort(uses.begin(), uses.end(), [](const FileUse& a, const FileUse& b) {
+    return a.file != b.file ? a.file < b.file : a.i < b.i;
+  });
+  std::vector<std::pair<uint64_t, SV>> v;
+  for (size_t lo = 0, hi; lo < uses.size(); lo = hi) {
+    hi = lo + 1;
+    while (hi < uses.size() && uses[hi].file == uses[lo].file) ++hi;
+    if (hi - lo < 2) continue;
+    v.clear();
+    for (size_t k = lo; k < hi; ++k) {
+      const Import& im = p.imports[uses[k].i];
+      bool seen = false;
+      for (const auto& x : v) seen |= x.first == im.object.id;
+      if (!seen) v.emplace_back(im.object.id, SV(im.name));
+    }
+    if (v.size() < 2) continue;
     std::vector<std::string> names;
-    for (const auto& x : kv.second) names.emplace_back(x.second);
+    for (const auto& x : v) names.emplace_back(x.second);
     std::sort(names.begin(), names.end());
-    std::string sig = "file " + norm(std::string(kv.first)) + " executed as " +
+    std::string sig = "file " + norm(std::string(uses[lo].file)) + " executed as " +
                       std::to_string(names.size()) + " module objects:";
     for (const auto& n : names) sig += " " + n;
     f.duplicates.emplace_back(sig, names[0]);

@@ -350,8 +350,8 @@ int run_diff(const std::vector<std::string>& args) {
   if (color != "auto" && color != "always" && color != "never")
     throw UsageError("--color wants auto, always or never");
   diff::Options opts = parse_diff_options(a);
-  auto good = load_or_throw({a.positional[0]});
-  auto bad = load_or_throw({a.positional[1]});
+  const auto& good = load_for_command({a.positional[0]});
+  const auto& bad = load_for_command({a.positional[1]});
   diff::Result r = diff::diff_runs(good, bad, opts);
   r.good.paths = {a.positional[0]};
   r.bad.paths = {a.positional[1]};

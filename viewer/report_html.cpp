@@ -188,8 +188,8 @@ int run_report(const std::vector<std::string>& args) {
   std::string path = a.get("-o", a.get("--output", ""));
   if (path.empty()) throw UsageError("report needs -o FILE.html");
   diff::Options opts = parse_diff_options(a);
-  auto good = load_or_throw({a.positional[0]});
-  auto bad = load_or_throw({a.positional[1]});
+  const auto& good = load_for_command({a.positional[0]});
+  const auto& bad = load_for_command({a.positional[1]});
   diff::Result r = diff::diff_runs(good, bad, opts);
   r.good.paths = {a.positional[0]};
   r.bad.paths = {a.positional[1]};
