@@ -241,6 +241,7 @@ class Decoder {
         case F::Record::sys_path: ok = sys_path(body); break;
         case F::Record::proxy_class: ok = proxy_class(body); break;
         case F::Record::note: ok = note(body); break;
+        case F::Record::env_update: ok = env_update(body); break;
         default: kind = 0; break;  // a newer record kind: skip it
       }
       if (!ok) rr.ok = false;
@@ -330,12 +331,7 @@ class Decoder {
           if (wt != wire::LEN) return false;
           Reader e = rr.sub();
           std::pair<std::string, std::string> kv;
-          if (!for_each_field(e, [&](uint32_t ef, WireType ewt, Reader& er) {
-                if (ef == F::EnvVar::name) return get_string(ewt, er, kv.first);
-                if (ef == F::EnvVar::value) return get_string(ewt, er, kv.second);
-                return false;
-              }))
-            rr.ok = false;
+          if (!env_var(e, kv)) rr.ok = false;
           h.env.push_back(std::move(kv));
           return true;
         }
@@ -608,6 +604,24 @@ class Decoder {
     });
     if (!ok) return false;
     proc_.sys_paths.push_back(std::move(s));
+    return true;
+  }
+
+  bool env_var(Reader& r, std::pair<std::string, std::string>& kv) {
+    return for_each_field(r, [&](uint32_t f, WireType wt, Reader& rr) {
+      if (f == F::EnvVar::name) return get_string(wt, rr, kv.first);
+      if (f == F::EnvVar::value) return get_string(wt, rr, kv.second);
+      return false;
+    });
+  }
+
+  // An allow-listed variable the process set after its header was written.
+  bool env_update(Reader r) {
+    std::pair<std::string, std::string> kv;
+    if (!env_var(r, kv) || kv.first.empty()) return false;
+    for (auto& e : proc_.env)
+      if (e.first == kv.first) { e.second = std::move(kv.second); return true; }
+    proc_.env.push_back(std::move(kv));
     return true;
   }
 

@@ -236,11 +236,6 @@ def test_xdist_and_serial_agree(suite, tmp_path):
     assert serial == par
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: the header's environment is captured at the first flush, when the process starts; "
-    "an xdist worker sets PYTEST_XDIST_WORKER itself later, so the allow-listed variable "
-    "never reaches the trace, and `imptrace diff` (role_of/worker_of in viewer/diff.cpp) "
-    "cannot tell gw0 from gw1 when pairing the workers of two runs"))
 def test_xdist_worker_traces_name_their_worker(tmp_path):
     (tmp_path / "test_small.py").write_text(
         "import pytest\n@pytest.mark.parametrize('i', range(6))\ndef test_x(i):\n    import json\n")
