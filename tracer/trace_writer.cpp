@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -176,6 +177,24 @@ bool open_output() {
   }
   warn("cannot create trace file", full, EEXIST);
   return false;
+}
+
+// Strings and records of one flush go out in one writev(2): one system call per import.
+bool write_both(const wire::ByteBuf& a, const wire::ByteBuf& b) {
+  struct iovec iov[2] = {{a.p, a.n}, {b.p, b.n}};
+  int first = a.n ? 0 : 1;
+  while (first < 2) {
+    ssize_t w = writev(g_fd, iov + first, 2 - first);
+    if (w < 0) { if (errno == EINTR) continue; return false; }
+    size_t done = static_cast<size_t>(w);
+    while (first < 2 && done >= iov[first].iov_len) { done -= iov[first].iov_len; ++first; }
+    if (first < 2) {
+      iov[first].iov_base = static_cast<uint8_t*>(iov[first].iov_base) + done;
+      iov[first].iov_len -= done;
+      if (!iov[first].iov_len) ++first;
+    }
+  }
+  return true;
 }
 
 bool write_all(const uint8_t* p, size_t n) {
@@ -419,7 +438,7 @@ void TraceWriter::flush() {
     put_header(h);
     if (h.failed || !write_all(h.p, h.n)) { g_broken = true; g_pending.clear(); g_strings.clear(); return; }
   }
-  if (!write_all(g_strings.p, g_strings.n) || !write_all(g_pending.p, g_pending.n)) {
+  if (!write_both(g_strings, g_pending)) {
     // Disk full or the file went away: one line, then the program runs on untraced.
     warn("cannot write trace file", "", errno);
     g_broken = true;
