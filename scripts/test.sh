@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 . scripts/deps.sh
 imptrace_ensure_packages
 imptrace_build
+# The end-to-end tests run on every CPython found; say which, up front.
+echo "imptrace: interpreters for the end-to-end tests:" \
+  $(ls -d /root/.pyenv/versions/3.{8,9,10,11,12,13}*/bin/python /usr/bin/python3 /usr/bin/python3.11-dbg 2>/dev/null)
 (cd build && ctest --output-on-failure -j2 --timeout 900 "$@")
 # The viewer and its unit tests again under ASan+UBSan (the tracer is not built there: it
 # runs inside uninstrumented hosts). Any sanitizer report fails the run, save the few
