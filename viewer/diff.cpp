@@ -265,12 +265,21 @@ struct KeyHistory {
   bool has_proxy = false;
 };
 
+struct ProcFacts;
+
+// One module name's facts in a process; the same struct is a group's union (a group of one
+// process uses its process's table as is).
 struct ModFacts {
   bool ok = false;
   const Import* first_ok = nullptr;
-  std::vector<const Import*> failed;
   uint64_t self_ns = 0;
-  uint64_t pos = 0;  // position of the first import in the process
+  uint64_t pos = 0;  // position of the first import in the process (group: first process)
+  // Failed imports, one per error type (first seen), with the process they happened in.
+  std::vector<std::pair<const ProcFacts*, const Import*>> failed;
+  // Union view: the first process where it imported fine, and the least self time.
+  const ProcFacts* okp = nullptr;
+  const ModFacts* okm = nullptr;
+  uint64_t min_self = UINT64_MAX;
 };
 
 enum BindRel : uint8_t { kCurrent, kLaterReplaced, kStale, kOther, kUnknown };
@@ -498,8 +507,17 @@ void build_facts(ProcFacts& f) {
         m.self_ns = d > child_ns[i] ? d - child_ns[i] : 0;
       }
     } else {
-      m.failed.push_back(&im);
+      bool seen = false;
+      for (const auto& x : m.failed) seen |= x.second->error_type == im.error_type;
+      if (!seen) m.failed.emplace_back(&f, &im);
     }
+  }
+  for (auto& kv : f.mods) {
+    ModFacts& m = kv.second;
+    if (!m.ok) continue;
+    m.okp = &f;
+    m.okm = &m;
+    m.min_self = m.self_ns;
   }
 
   build_history(f);
@@ -632,60 +650,88 @@ struct Group {
       return found;
     }
   };
-  struct GMod {
-    uint64_t pos = 0;
-    const ProcFacts* okp = nullptr;
-    const ModFacts* okm = nullptr;
-    uint64_t min_self = UINT64_MAX;
-    std::vector<std::pair<const ProcFacts*, const Import*>> failed;
-  };
-  std::unordered_map<SV, GKey> key_sigs;
-  std::unordered_map<SV, GMod> mods;
+  using GMod = ModFacts;
+  // A group of one process reads its process's tables; larger groups build their union.
+  const ProcFacts* solo = nullptr;
+  std::unordered_map<SV, GKey> own_keys;
+  std::unordered_map<SV, GMod> own_mods;
+  const std::unordered_map<SV, GMod>* mods = nullptr;  // set by build()
   std::unordered_map<uint64_t, std::pair<const ProcFacts*, const BindingFact*>> binding_sigs;
-  std::unordered_map<uint64_t, std::pair<const ProcFacts*, const BindingFact*>> binding_by_child;
   std::unordered_map<uint64_t, std::vector<std::pair<const ProcFacts*, const AccessFact*>>> access_sigs;
   std::unordered_map<uint64_t, std::pair<const ProcFacts*, const AccessFact*>> access_by_attr;
   std::unordered_map<std::string, std::pair<const ProcFacts*, std::string>> dup_sigs;
-  std::vector<SV> mod_order;  // first process's order then others'
+  std::vector<SV> own_mod_order;
+  const std::vector<SV>* mod_order = nullptr;  // set by build(); first process's order then others'
 
   static uint64_t child_key(SV parent, SV attr) { return mix(hs(parent), hs(attr)); }
 
-  void build() {
-    for (const ProcFacts* f : procs) {
-      key_sigs.reserve(key_sigs.size() + f->keys.size());
-      mods.reserve(mods.size() + f->mods.size());
-      for (const auto& key : f->key_order) {
-        const KeyHistory& h = f->keys.at(key);
-        GKey& gk = key_sigs[key];
-        if (!gk.first.first) gk.first = {f, &h};
-        else if (!gk.has(h.sig)) gk.more.emplace_back(f, &h);
+  // The union's entry for a sys.modules key, or nullptr; `scratch` holds a one-process
+  // group's view.
+  const GKey* find_key(SV name, GKey& scratch) const {
+    if (solo) {
+      auto it = solo->keys.find(name);
+      if (it == solo->keys.end()) return nullptr;
+      scratch.first = {solo, &it->second};
+      return &scratch;
+    }
+    auto it = own_keys.find(name);
+    return it == own_keys.end() ? nullptr : &it->second;
+  }
+  template <class Fn> void each_key(Fn&& fn) const {
+    if (solo) {
+      GKey k;
+      for (const auto& kv : solo->keys) {
+        k.first = {solo, &kv.second};
+        fn(kv.first, k);
       }
-      for (const auto& name : f->mod_order) {
-        const ModFacts& m = f->mods.at(name);
-        auto ins = mods.emplace(name, GMod());
-        GMod& gm = ins.first->second;
-        if (ins.second) {
-          gm.pos = m.pos;
-          mod_order.push_back(name);
+      return;
+    }
+    for (const auto& kv : own_keys) fn(kv.first, kv.second);
+  }
+
+  void build() {
+    mods = &own_mods;
+    mod_order = &own_mod_order;
+    if (procs.size() == 1) {
+      solo = procs.front();
+      mods = &solo->mods;
+      mod_order = &solo->mod_order;
+    }
+    for (const ProcFacts* f : procs) {
+      if (!solo) {
+        own_keys.reserve(own_keys.size() + f->keys.size());
+        own_mods.reserve(own_mods.size() + f->mods.size());
+        for (const auto& key : f->key_order) {
+          const KeyHistory& h = f->keys.at(key);
+          GKey& gk = own_keys[key];
+          if (!gk.first.first) gk.first = {f, &h};
+          else if (!gk.has(h.sig)) gk.more.emplace_back(f, &h);
         }
-        if (m.ok) {
-          if (!gm.okm) {
-            gm.okp = f;
-            gm.okm = &m;
+        for (const auto& name : f->mod_order) {
+          const ModFacts& m = f->mods.at(name);
+          auto ins = own_mods.emplace(name, GMod());
+          GMod& gm = ins.first->second;
+          if (ins.second) {
+            gm.pos = m.pos;
+            own_mod_order.push_back(name);
           }
-          gm.min_self = std::min(gm.min_self, m.self_ns);
-        }
-        for (const Import* im : m.failed) {
-          bool seen = false;
-          for (const auto& x : gm.failed) seen |= x.second->error_type == im->error_type;
-          if (!seen) gm.failed.emplace_back(f, im);
+          if (m.ok) {
+            if (!gm.okm) {
+              gm.okp = f;
+              gm.okm = &m;
+            }
+            gm.min_self = std::min(gm.min_self, m.self_ns);
+          }
+          for (const auto& x : m.failed) {
+            bool seen = false;
+            for (const auto& y : gm.failed) seen |= y.second->error_type == x.second->error_type;
+            if (!seen) gm.failed.push_back(x);
+          }
         }
       }
       binding_sigs.reserve(binding_sigs.size() + f->bindings.size());
-      binding_by_child.reserve(binding_by_child.size() + f->bindings.size());
       for (const auto& bf : f->bindings) {
         binding_sigs.emplace(bf.sig, std::make_pair(f, &bf));
-        binding_by_child.emplace(child_key(bf.b->parent, bf.b->attribute), std::make_pair(f, &bf));
       }
       for (const auto& af : f->accesses) {
         access_sigs[af.sig].emplace_back(f, &af);
@@ -695,8 +741,8 @@ struct Group {
     }
   }
   const GMod* mod(SV name) const {
-    auto it = mods.find(name);
-    return it == mods.end() ? nullptr : &it->second;
+    auto it = mods->find(name);
+    return it == mods->end() ? nullptr : &it->second;
   }
   bool ok(SV name) const {
     const GMod* m = mod(name);
@@ -748,27 +794,28 @@ class Engine {
 
   void compare_identity(const Group& g, const Group& b, const std::string& role) {
     std::vector<SV> keys;
-    for (const auto& kv : b.key_sigs) {
-      auto git = g.key_sigs.find(kv.first);
-      bool all_known = git != g.key_sigs.end();
-      if (all_known) kv.second.each([&](const Group::KeyRep& bad) { all_known &= git->second.has(bad.second->sig); });
-      if (!all_known) keys.push_back(kv.first);
-    }
+    Group::GKey gscratch, bscratch;
+    b.each_key([&](SV name, const Group::GKey& bk) {
+      const Group::GKey* gk = g.find_key(name, gscratch);
+      bool all_known = gk != nullptr;
+      if (all_known) bk.each([&](const Group::KeyRep& bad) { all_known &= gk->has(bad.second->sig); });
+      if (!all_known) keys.push_back(name);
+    });
     // In the bad group's first-import order, for stable output.
     std::sort(keys.begin(), keys.end(), [&](SV x, SV y) {
       uint64_t px = b.pos_of(x), py = b.pos_of(y);
       return px != py ? px < py : x < y;
     });
     for (SV key : keys) {
-      auto git = g.key_sigs.find(key);
-      b.key_sigs.at(key).each([&](const Group::KeyRep& bad) {
+      const Group::GKey* gk = g.find_key(key, gscratch);
+      b.find_key(key, bscratch)->each([&](const Group::KeyRep& bad) {
         const KeyHistory& bh = *bad.second;
         const KeyHistory* gh = nullptr;
         const ProcFacts* gp = nullptr;
-        if (git != g.key_sigs.end()) {
-          if (git->second.has(bh.sig)) return;
-          gh = git->second.first.second;
-          gp = git->second.first.first;
+        if (gk) {
+          if (gk->has(bh.sig)) return;
+          gh = gk->first.second;
+          gp = gk->first.first;
         }
         std::vector<Entry> be = materialize(*bad.first, bh);
         std::string k(key);
@@ -886,11 +933,25 @@ class Engine {
                       bind_rel_name(bf.rel) + (bd.bound_on.is_proxy() ? "|proxy" : "");
       aggs[k].items.push_back(rep);
     }
+    // The good run's first binding of each child those findings name (procs, then record
+    // order): one pass over the good group's bindings.
+    std::unordered_map<uint64_t, const BindingFact*> good_of;
     for (auto& kv : aggs) {
       auto& items = kv.second.items;
       std::sort(items.begin(), items.end(), [](const auto& x, const auto& y) {
         return x.second->b->import_index < y.second->b->import_index;
       });
+      const model::Binding& bd = *items.front().second->b;
+      good_of.emplace(Group::child_key(bd.parent, bd.attribute), nullptr);
+    }
+    if (!good_of.empty())
+      for (const ProcFacts* f : g.procs)
+        for (const auto& gbf : f->bindings) {
+          auto it = good_of.find(Group::child_key(gbf.b->parent, gbf.b->attribute));
+          if (it != good_of.end() && !it->second) it->second = &gbf;
+        }
+    for (auto& kv : aggs) {
+      auto& items = kv.second.items;
       const ProcFacts& pf = *items.front().first;
       const BindingFact& bf = *items.front().second;
       const model::Binding& bd = *bf.b;
@@ -942,9 +1003,9 @@ class Engine {
           f.bad += (i ? ", " : "") + items[i].second->b->attribute;
         if (items.size() > 20) f.bad += ", ... (" + std::to_string(items.size() - 20) + " more)";
       }
-      auto gb = g.binding_by_child.find(Group::child_key(bd.parent, bd.attribute));
-      if (gb != g.binding_by_child.end()) {
-        const BindingFact& gbf = *gb->second.second;
+      const BindingFact* gbp = good_of.at(Group::child_key(bd.parent, bd.attribute));
+      if (gbp) {
+        const BindingFact& gbf = *gbp;
         f.good = "status " + std::string(model::binding_status_name(gbf.b->status)) +
                  ", bound_on " + bind_rel_name(gbf.rel) + (gbf.b->bound_on.is_proxy() ? ", a proxy" : "");
       } else {
@@ -1022,7 +1083,7 @@ class Engine {
   }
 
   void compare_failed(const Group& g, const Group& b, const std::string& role) {
-    for (const auto& kv : b.mods) {
+    for (const auto& kv : *b.mods) {
       if (kv.second.failed.empty()) continue;
       SV name = kv.first;
       const Group::GMod* gm = g.mod(name);
@@ -1078,7 +1139,7 @@ class Engine {
     auto aggregate = [&](const Group& from, const Group& other, const char* kind, bool in_bad) {
       std::unordered_map<SV, std::vector<SV>> by_top;
       std::vector<SV> tops;
-      for (SV name : from.mod_order) {
+      for (SV name : *from.mod_order) {
         if (!from.ok(name) || other.ok(name)) continue;
         if (other.has_failed(name)) continue;  // import_failed tells that story
         SV t = name.substr(0, name.find('.'));
@@ -1125,7 +1186,7 @@ class Engine {
     aggregate(g, b, "module_missing", false);
 
     // Origin, loader, timing of modules in both.
-    for (SV name : b.mod_order) {
+    for (SV name : *b.mod_order) {
       const Group::GMod* bi = b.mod(name);
       if (!bi || !bi->okm) continue;
       const Group::GMod* gi = g.mod(name);
