@@ -289,7 +289,12 @@ struct IdentitySlot {
   uintptr_t addr;
   uint32_t generation;
   PyObject* weakref;  // owned; null once the object died or for objects without weakrefs
+  uint64_t serial;    // the live tracked object's id; 0 when none
 };
+uint64_t g_next_serial = 0;
+// Ids of objects the tracer cannot watch die (no weakref support, or not worth a weakref)
+// are their address, marked so they can never equal a serial.
+constexpr uint64_t kAddressId = 1ull << 62;
 IdentitySlot* g_ident = nullptr;
 size_t g_ident_cap = 0, g_ident_used = 0;
 
@@ -359,6 +364,7 @@ PyObject* object_died(PyObject*, PyObject* weakref) {
         g_deaths[j].addr = kTombstone;
         if (s && s->weakref == weakref) {
           ++s->generation;
+          s->serial = 0;
           s->weakref = nullptr;
           py.Py_DecRef(weakref);
         }
@@ -374,22 +380,28 @@ PyMethodDef g_object_died_def = {"_imptrace_object_died", reinterpret_cast<void*
                                  "imptrace: an object it identified died"};
 PyObject* g_object_died = nullptr;  // one callback for all weakrefs (deliberately kept)
 
+// Tracked objects (modules and proxies: what the identity story is about) get a dense
+// serial number, 1 or 2 bytes in the trace instead of an address's 7; it changes when the
+// weak reference says the object died. Others get their address (plus a generation).
 uint64_t identity(PyObject* o, bool track) {
   auto addr = reinterpret_cast<uintptr_t>(o);
-  if (!track || !in_main_interpreter()) {
-    IdentitySlot* s = g_ident ? identity_slot(addr, false) : nullptr;
-    return (static_cast<uint64_t>(s ? s->generation : 0) << 48) | addr;
+  IdentitySlot* s = nullptr;
+  if (track && in_main_interpreter()) {
+    s = identity_slot(addr, true);
+    if (s && !s->weakref) {
+      if (!g_object_died) g_object_died = py.PyCFunction_NewEx(&g_object_died_def, nullptr, nullptr);
+      PyObject* w = g_object_died ? py.PyWeakref_NewRef(o, g_object_died) : nullptr;
+      if (!w) py.PyErr_Clear();  // no weakref support: the address is all there is
+      if (w && !deaths_put(w, addr)) { py.Py_DecRef(w); w = nullptr; }
+      s->weakref = w;
+      if (w) s->serial = ++g_next_serial;
+    }
+  } else if (g_ident) {
+    s = identity_slot(addr, false);
   }
-  IdentitySlot* s = identity_slot(addr, true);
-  if (!s) return addr;
-  if (!s->weakref) {
-    if (!g_object_died) g_object_died = py.PyCFunction_NewEx(&g_object_died_def, nullptr, nullptr);
-    PyObject* w = g_object_died ? py.PyWeakref_NewRef(o, g_object_died) : nullptr;
-    if (!w) py.PyErr_Clear();  // no weakref support: the address is all there is
-    if (w && !deaths_put(w, addr)) { py.Py_DecRef(w); w = nullptr; }
-    s->weakref = w;
-  }
-  return (static_cast<uint64_t>(s->generation) << 48) | addr;
+  // A live weak reference at this address means this very object is the tracked one.
+  if (s && s->weakref && s->serial) return s->serial;
+  return kAddressId | (static_cast<uint64_t>(s ? s->generation & 0x3fff : 0) << 48) | addr;
 }
 
 // ---- objects ------------------------------------------------------------------------
@@ -501,7 +513,8 @@ void put_obj(wire::ByteBuf& b, uint32_t field, const ObjInfo& i) {
   if (!i.id) return;
   auto m = wire::begin_message(b, field);
   wire::put_uint(b, ObjectRef::id, i.id);
-  wire::put_uint(b, ObjectRef::type, i.type);
+  // A plain module's type is "module": the flag says it (readers fill the name in).
+  if (!(i.flags & ObjectFlags::plain_module)) wire::put_uint(b, ObjectRef::type, i.type);
   wire::put_uint(b, ObjectRef::flags, i.flags);
   wire::put_uint(b, ObjectRef::name, i.name);
   wire::put_uint(b, ObjectRef::file, i.file);

@@ -425,6 +425,8 @@ class Decoder {
           }
         }))
       r.ok = false;
+    // The tracer leaves a plain module's type out: the flag says "module".
+    if (o.type.empty() && (o.flags & F::ObjectFlags::plain_module)) o.type = module_type_;
     return true;
   }
 
@@ -638,6 +640,7 @@ class Decoder {
   }
 
   model::Process& proc_;
+  const model::Str module_type_{"module"};
   std::vector<model::Str> dense_;        // by id
   std::vector<bool> dense_defined_;
   std::unordered_map<uint32_t, model::Str> sparse_;
