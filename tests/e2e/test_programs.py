@@ -123,3 +123,16 @@ def test_one_file_two_modules_recorded(py, tmp_path):
     a, b = both["pkg.shared"], both["shared"]
     assert a["origin"] == b["origin"] and a["origin"].endswith("pkg/shared.py")
     assert a["object"]["id"] != b["object"]["id"]
+
+
+def test_proxies_off_leaves_attribute_hooks_alone(tmp_path):
+    code = ("import sys\nsys.path.insert(0, %r)\nimport lazy562\n"
+            "print(type(lazy562.__dict__['__getattr__']).__name__)\nlazy562.heavy\n"
+            % (PROGRAMS + "/pep562_lazy_pkgs"))
+    on = run(["/usr/bin/python3", "-c", code], traced=True, outdir=str(tmp_path / "on"))
+    off = run(["/usr/bin/python3", "-c", code], traced=True, outdir=str(tmp_path / "off"),
+              env={"IMPTRACE_PROXIES": "0"})
+    assert on.stdout.strip() == "builtin_function_or_method"  # the documented wrapper
+    assert off.stdout.strip() == "function"
+    assert export(*traces(str(tmp_path / "on")))["processes"][0]["proxy_accesses"]
+    assert not export(*traces(str(tmp_path / "off")))["processes"][0]["proxy_accesses"]
