@@ -1211,10 +1211,15 @@ void record_binding(PyObject* name, uint64_t index, PyObject* child, const ObjIn
   TW::end_record(r);
 }
 
-uint64_t g_syspath_seen = 0;  // (address ^ size) of the last sys.path written
+uint64_t g_syspath_seen = 0;
+PyObject* g_sys_dict = nullptr;  // main interpreter's sys.__dict__ (borrowed from sys, which lives on)  // (address ^ size) of the last sys.path written
 
 void record_sys_path_if_changed() {
-  PyObject* path = py.PySys_GetObject("path");  // borrowed
+  // sys.path is read at every import: in the main interpreter straight from sys's dict with
+  // a cached key (PySys_GetObject builds a new str for its name on each call).
+  PyObject* path = nullptr;
+  if (g_sys_dict && in_main_interpreter()) path = dict_get_s(g_sys_dict, "path");
+  else path = py.PySys_GetObject("path");  // borrowed
   if (!path) return;
   Ref t(py.PyObject_Type(path));
   if (!(py.PyType_GetFlags(t.get()) & TPFLAGS_LIST_SUBCLASS)) return;
@@ -1420,6 +1425,8 @@ void install_in_current_interpreter() {
   if (interp == py.PyInterpreterState_Main()) {
     g_main_interp = interp;
     g_modulespec_type = py.PyDict_GetItemString(d, "ModuleSpec");
+    PyObject* sys_module = py.PyDict_GetItemString(modules, "sys");
+    if (sys_module) g_sys_dict = py.PyModule_GetDict(sys_module);
     if (g_modulespec_type) py.Py_IncRef(g_modulespec_type);  // deliberate: process lifetime
     g_sysmodules = modules;
     py.Py_IncRef(modules);  // deliberate: we compare against it for the process lifetime
