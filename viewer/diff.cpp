@@ -43,6 +43,18 @@ size_t Result::count(Severity at_least) const {
 
 namespace {
 
+// The fields every finding starts with; the rest (summary, evidence, where) is per kind.
+Finding new_finding(const char* kind, Severity severity, std::string module, const std::string& process,
+                    uint64_t order) {
+  Finding f;
+  f.kind = kind;
+  f.severity = severity;
+  f.module = std::move(module);
+  f.process = process;
+  f.order = order;
+  return f;
+}
+
 // ---- categories (ranking) -------------------------------------------------------------
 const char* const kKindOrder[] = {
     "sys_modules_replaced", "proxy_in_sys_modules", "binding_on_proxy", "binding_mismatch",
@@ -1121,12 +1133,7 @@ class Engine {
   void compare_duplicates(const Group& g, const Group& b, const std::string& role) {
     for (const auto& kv : b.dup_sigs) {
       if (g.dup_sigs.count(kv.first)) continue;
-      Finding f;
-      f.kind = "duplicate_module";
-      f.severity = Severity::Warning;
-      f.module = kv.second.second;
-      f.process = role;
-      f.order = b.pos_of(f.module);
+      Finding f = new_finding("duplicate_module", Severity::Warning, kv.second.second, role, b.pos_of(f.module));
       f.summary = kv.first;
       f.bad = kv.first;
       f.good = "not so";
@@ -1198,12 +1205,7 @@ class Engine {
       if (bn.view(bim.origin) != gn.view(gim.origin)) {
         const std::string& bo = bn(bim.origin);
         const std::string& go = gn(gim.origin);
-        Finding f;
-        f.kind = "origin_changed";
-        f.severity = Severity::Warning;
-        f.module = std::string(name);
-        f.process = role;
-        f.order = b.pos_of(name);
+        Finding f = new_finding("origin_changed", Severity::Warning, std::string(name), role, b.pos_of(name));
         f.summary = f.module + " now comes from " + (bo.empty() ? "<no origin>" : bo) + " (was " +
                     (go.empty() ? "<no origin>" : go) + ")";
         f.good = go;
@@ -1216,12 +1218,7 @@ class Engine {
       if (bim.loader != gim.loader) {
         std::string bl = normalize_loader(bim.loader), gl = normalize_loader(gim.loader);
         if (bl != gl) {
-          Finding f;
-          f.kind = "loader_changed";
-          f.severity = Severity::Warning;
-          f.module = std::string(name);
-          f.process = role;
-          f.order = b.pos_of(name);
+          Finding f = new_finding("loader_changed", Severity::Warning, std::string(name), role, b.pos_of(name));
           f.summary = f.module + " loaded by " + (bl.empty() ? "<none>" : bl) + " (was " +
                       (gl.empty() ? "<none>" : gl) + ")";
           f.good = gl;
@@ -1233,12 +1230,7 @@ class Engine {
       uint64_t bs = bi->min_self, gs = gi->min_self;
       if (bs >= gs + opt_.slower_min_ns &&
           static_cast<double>(bs) >= opt_.slower_ratio * static_cast<double>(gs)) {
-        Finding f;
-        f.kind = "import_slower";
-        f.severity = Severity::Warning;
-        f.module = std::string(name);
-        f.process = role;
-        f.order = b.pos_of(name);
+        Finding f = new_finding("import_slower", Severity::Warning, std::string(name), role, b.pos_of(name));
         char ratio[32];
         snprintf(ratio, sizeof ratio, "%.1fx", gs ? static_cast<double>(bs) / gs : 0.0);
         f.summary = f.module + " import (self time) " + fmt_ms(bs) + " vs " + fmt_ms(gs) +
@@ -1303,12 +1295,7 @@ class Engine {
     }
     for (size_t i = 0; i < fg.size() && i < fb.size(); ++i) {
       if (*fg[i] == *fb[i]) continue;
-      Finding f;
-      f.kind = "import_order_changed";
-      f.severity = Severity::Info;
-      f.module = *fb[i];
-      f.process = pair.role;
-      f.order = first_pos(b, *fb[i]);
+      Finding f = new_finding("import_order_changed", Severity::Info, *fb[i], pair.role, first_pos(b, *fb[i]));
       f.summary = "import order changed: the bad run imports " + *fb[i] + " where the good run imports " +
                   *fg[i] + " (position " + std::to_string(i) + " among modules both import)";
       f.good = *fg[i];
