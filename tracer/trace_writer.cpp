@@ -15,6 +15,7 @@
 
 #include "cpython_api.h"
 #include "hash.h"
+#include "open_table.h"
 #include "records.h"
 
 extern char** environ;
@@ -62,19 +63,7 @@ size_t g_arena_len = 0, g_arena_cap = 0;
 uint32_t g_next_id = 1;
 
 bool grow_slots() {
-  size_t cap = g_slot_cap ? g_slot_cap * 2 : 4096;
-  Slot* s = static_cast<Slot*>(calloc(cap, sizeof(Slot)));
-  if (!s) return false;
-  for (size_t i = 0; i < g_slot_cap; ++i) {
-    if (!g_slots[i].hash) continue;
-    size_t j = g_slots[i].hash & (cap - 1);
-    while (s[j].hash) j = (j + 1) & (cap - 1);
-    s[j] = g_slots[i];
-  }
-  free(g_slots);
-  g_slots = s;
-  g_slot_cap = cap;
-  return true;
+  return grow_table(g_slots, g_slot_cap, 4096, [](const Slot& s) { return s.hash; });
 }
 
 void reset_interning() {

@@ -26,6 +26,7 @@
 
 #include "cpython_api.h"
 #include "hash.h"
+#include "open_table.h"
 #include "records.h"
 #include "trace_writer.h"
 
@@ -299,20 +300,9 @@ IdentitySlot* g_ident = nullptr;
 size_t g_ident_cap = 0, g_ident_used = 0;
 
 IdentitySlot* identity_slot(uintptr_t addr, bool create) {
-  if (g_ident_used * 2 >= g_ident_cap) {
-    size_t nc = g_ident_cap ? g_ident_cap * 2 : 4096;
-    auto* n = static_cast<IdentitySlot*>(calloc(nc, sizeof(IdentitySlot)));
-    if (!n) return nullptr;
-    for (size_t i = 0; i < g_ident_cap; ++i) {
-      if (!g_ident[i].addr) continue;
-      size_t j = (g_ident[i].addr >> 4) & (nc - 1);
-      while (n[j].addr) j = (j + 1) & (nc - 1);
-      n[j] = g_ident[i];
-    }
-    free(g_ident);
-    g_ident = n;
-    g_ident_cap = nc;
-  }
+  if (g_ident_used * 2 >= g_ident_cap &&
+      !grow_table(g_ident, g_ident_cap, 4096, [](const IdentitySlot& s) -> uint64_t { return s.addr >> 4; }))
+    return nullptr;
   size_t j = (addr >> 4) & (g_ident_cap - 1);
   while (g_ident[j].addr) {
     if (g_ident[j].addr == addr) return &g_ident[j];
@@ -331,23 +321,14 @@ size_t g_deaths_cap = 0, g_deaths_used = 0;
 constexpr uintptr_t kTombstone = 1;
 
 bool deaths_put(PyObject* w, uintptr_t addr) {
-  if ((g_deaths_used + 1) * 2 >= g_deaths_cap) {
-    size_t nc = g_deaths_cap ? g_deaths_cap * 2 : 4096;
-    auto* n = static_cast<DeathSlot*>(calloc(nc, sizeof(DeathSlot)));
-    if (!n) return false;
-    size_t used = 0;
-    for (size_t i = 0; i < g_deaths_cap; ++i) {
-      if (!g_deaths[i].weakref || g_deaths[i].addr == kTombstone) continue;
-      size_t j = (reinterpret_cast<uintptr_t>(g_deaths[i].weakref) >> 4) & (nc - 1);
-      while (n[j].weakref) j = (j + 1) & (nc - 1);
-      n[j] = g_deaths[i];
-      ++used;
-    }
-    free(g_deaths);
-    g_deaths = n;
-    g_deaths_cap = nc;
-    g_deaths_used = used;
-  }
+  // Tombstones (weakrefs whose object died) are dropped when the table grows.
+  if ((g_deaths_used + 1) * 2 >= g_deaths_cap &&
+      !grow_table(g_deaths, g_deaths_cap, 4096,
+                  [](const DeathSlot& d) -> uint64_t {
+                    return d.addr == kTombstone ? 0 : reinterpret_cast<uintptr_t>(d.weakref) >> 4;
+                  },
+                  &g_deaths_used))
+    return false;
   size_t j = (reinterpret_cast<uintptr_t>(w) >> 4) & (g_deaths_cap - 1);
   while (g_deaths[j].weakref) j = (j + 1) & (g_deaths_cap - 1);
   g_deaths[j] = DeathSlot{w, addr};
@@ -582,21 +563,7 @@ struct ModulesShadow {
   uint32_t stamp = 0;
 
   static uint64_t hash(const char* s, size_t n) { return hash_bytes(s, n); }
-  bool grow() {
-    size_t nc = cap ? cap * 2 : 8192;
-    auto* s = static_cast<ShadowEntry*>(calloc(nc, sizeof(ShadowEntry)));
-    if (!s) return false;
-    for (size_t i = 0; i < cap; ++i) {
-      if (!slots[i].hash) continue;
-      size_t j = slots[i].hash & (nc - 1);
-      while (s[j].hash) j = (j + 1) & (nc - 1);
-      s[j] = slots[i];
-    }
-    free(slots);
-    slots = s;
-    cap = nc;
-    return true;
-  }
+  bool grow() { return grow_table(slots, cap, 8192, [](const ShadowEntry& e) { return e.hash; }); }
   ShadowEntry* find(const char* k, size_t n, bool create) {
     if (used * 2 >= cap && !grow()) return nullptr;
     uint64_t h = hash(k, n);

@@ -1,0 +1,36 @@
+// Growth of the tracer's small open-addressing tables (linear probing, power-of-two
+// capacity): the string interning table, the sys.modules shadow, the identity table and
+// the weakref -> address map all double the same way.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+namespace imptrace {
+
+// Doubles `slots` (or allocates `initial_cap` slots). `hash_of(slot)` is a slot's hash,
+// 0 for an empty slot or one not worth keeping (a tombstone), which is dropped. On
+// allocation failure the table stays as it was and false is returned.
+template <class Slot, class HashOf>
+bool grow_table(Slot*& slots, size_t& cap, size_t initial_cap, HashOf hash_of, size_t* kept = nullptr) {
+  size_t nc = cap ? cap * 2 : initial_cap;
+  auto* n = static_cast<Slot*>(calloc(nc, sizeof(Slot)));
+  if (!n) return false;
+  size_t count = 0;
+  for (size_t i = 0; i < cap; ++i) {
+    uint64_t h = hash_of(slots[i]);
+    if (!h) continue;
+    size_t j = h & (nc - 1);
+    while (hash_of(n[j])) j = (j + 1) & (nc - 1);
+    n[j] = slots[i];
+    ++count;
+  }
+  free(slots);
+  slots = n;
+  cap = nc;
+  if (kept) *kept = count;
+  return true;
+}
+
+}  // namespace imptrace
