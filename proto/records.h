@@ -11,7 +11,7 @@ namespace fields {
 constexpr uint32_t kSchemaMajor = 1;
 constexpr uint32_t kSchemaMinor = 1;  // 1: StringDef.prefix
 
-namespace Trace { constexpr uint32_t record = 1; }
+namespace Trace { constexpr uint32_t record = 1, unwritten = 15; }
 
 namespace Record {
 constexpr uint32_t header = 1, string_def = 2, import = 3, modules_change = 4, binding = 5,

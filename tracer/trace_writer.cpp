@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/utsname.h>
@@ -160,7 +162,7 @@ bool open_output() {
     if (i == 0) snprintf(attempt, sizeof attempt, "%s", full);
     else if (pb) snprintf(attempt, sizeof attempt, "%.*s.%d.pb", static_cast<int>(flen - 3), full, i);
     else snprintf(attempt, sizeof attempt, "%s.%d", full, i);
-    int fd = open(attempt, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_APPEND, 0600);
+    int fd = open(attempt, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd >= 0) { g_fd = fd; return true; }
     if (errno != EEXIST) { warn("cannot create trace file", attempt, errno); return false; }
   }
@@ -168,32 +170,184 @@ bool open_output() {
   return false;
 }
 
-// Strings and records of one flush go out in one writev(2): one system call per import.
-bool write_both(const wire::ByteBuf& a, const wire::ByteBuf& b) {
-  struct iovec iov[2] = {{a.p, a.n}, {b.p, b.n}};
-  int first = a.n ? 0 : 1;
-  while (first < 2) {
-    ssize_t w = writev(g_fd, iov + first, 2 - first);
-    if (w < 0) { if (errno == EINTR) continue; return false; }
-    size_t done = static_cast<size_t>(w);
-    while (first < 2 && done >= iov[first].iov_len) { done -= iov[first].iov_len; ++first; }
-    if (first < 2) {
-      iov[first].iov_base = static_cast<uint8_t*>(iov[first].iov_base) + done;
-      iov[first].iov_len -= done;
-      if (!iov[first].iov_len) ++first;
+// ---- the file: records copied into a shared mapping of its tail -----------------------
+// A write(2) per import was the largest single cost of tracing (a system call is 1-3 us
+// on a VM, more than everything else the tracer does per import). Records are copied into
+// a MAP_SHARED mapping instead: no system call per import, and the page cache keeps every
+// stored byte when the process is killed.
+//
+// Every state of the file must stay a valid Trace, since a SIGKILL may come between any
+// two instructions. Space is reserved ahead in chunks written as one `Trace.unwritten`
+// bytes field: a 6-byte header (tag, 5-byte length) and zeros. Invariant: the file is
+// [records, 0..g_len) [one unwritten field, g_len..g_cap). A batch of records is stored
+// (1) from its 9th byte on, (2) a new unwritten header after it, (3) its first 8 bytes in
+// one store, which turns the old header into the batch: before (3) the file is the old
+// state, after it the new one.
+constexpr uint8_t kUnwrittenTag = (Trace::unwritten << 3) | wire::LEN;
+constexpr size_t kUnwrittenHeader = 6;
+constexpr size_t kCommitBytes = 8;
+constexpr uint64_t kFirstChunk = 16 << 10;  // reserve grows with the file, up to kMaxChunk:
+constexpr uint64_t kMaxChunk = 256 << 10;   // what a process that never exit()s leaves
+constexpr size_t kWindow = 1 << 20;         // mapped at a time (counts in the host's RSS)
+
+uint8_t* g_map = nullptr;  // the window: file bytes [g_map_off, g_map_off + g_map_len)
+uint64_t g_map_off = 0;
+size_t g_map_len = 0;
+uint64_t g_len = 0;  // end of the last committed record
+uint64_t g_cap = 0;  // file size; [g_len, g_cap) is one unwritten field when non-empty
+
+void unwritten_header(uint8_t* h, uint64_t payload) {
+  h[0] = kUnwrittenTag;
+  for (int i = 0; i < 5; ++i)  // a padded varint: the header keeps its size as it shrinks
+    h[1 + i] = static_cast<uint8_t>(((payload >> (7 * i)) & 0x7f) | (i < 4 ? 0x80 : 0));
+}
+
+// One store of 8 bytes: a signal can only come before or after it.
+void commit_store(uint8_t* dst, const uint8_t* src) {
+  typedef uint64_t __attribute__((aligned(1), may_alias)) unaligned_u64;
+  uint64_t w;
+  memcpy(&w, src, 8);
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+  *reinterpret_cast<volatile unaligned_u64*>(dst) = w;
+}
+
+size_t page_size() {
+  static size_t p = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return p;
+}
+
+// Maps file bytes [from, to) (beyond the end of the file is allowed: only what is below
+// g_cap is ever touched). Not inherited by fork children, which must never write here.
+bool map_window(uint64_t from, uint64_t to) {
+  if (g_map && from >= g_map_off && to <= g_map_off + g_map_len) return true;
+  if (g_map) munmap(g_map, g_map_len);
+  g_map = nullptr;
+  uint64_t off = from & ~static_cast<uint64_t>(page_size() - 1);
+  size_t len = kWindow;
+  while (off + len < to) len *= 2;
+  void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, g_fd, static_cast<off_t>(off));
+  if (m == MAP_FAILED) return false;
+  madvise(m, len, MADV_DONTFORK);
+  g_map = static_cast<uint8_t*>(m);
+  g_map_off = off;
+  g_map_len = len;
+  return true;
+}
+
+// Appends `len` bytes of reserve at the end of the file, as an unwritten field of its own
+// (written with pwrite, so blocks are allocated now: a full disk is an error here, never a
+// SIGBUS later in the mapping). On a short write the file goes back to its old size.
+bool reserve_chunk(uint64_t len) {
+  static uint8_t zeros[64 << 10];  // .bss, never written: no bytes in the library file
+  uint8_t head[kUnwrittenHeader];
+  unwritten_header(head, len - kUnwrittenHeader);
+  for (uint64_t done = 0; done < len;) {
+    struct iovec iov[8];
+    int n = 0;
+    uint64_t at = done;
+    if (at < kUnwrittenHeader) {
+      iov[n++] = {head + at, static_cast<size_t>(kUnwrittenHeader - at)};
+      at = kUnwrittenHeader;
     }
+    for (; at < len && n < 8; ++n) {
+      size_t z = len - at < sizeof zeros ? static_cast<size_t>(len - at) : sizeof zeros;
+      iov[n] = {zeros, z};
+      at += z;
+    }
+    ssize_t w = pwritev(g_fd, iov, n, static_cast<off_t>(g_cap + done));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      int err = w < 0 ? errno : ENOSPC;
+      if (ftruncate(g_fd, static_cast<off_t>(g_cap)) != 0) {}
+      errno = err;
+      return false;
+    }
+    done += static_cast<uint64_t>(w);
   }
   return true;
 }
 
-bool write_all(const uint8_t* p, size_t n) {
-  while (n) {
-    ssize_t w = write(g_fd, p, n);
-    if (w < 0) { if (errno == EINTR) continue; return false; }
-    p += w;
-    n -= static_cast<size_t>(w);
+// Makes the file at least `end` bytes long. The new chunk is first an unwritten field of
+// its own after the old one; then one store of the old header makes them one field.
+bool reserve_to(uint64_t end) {
+  uint64_t grow = g_cap < kMaxChunk ? (g_cap > kFirstChunk ? g_cap : kFirstChunk) : kMaxChunk;
+  uint64_t want = end - g_cap + grow;
+  // A chunk must hold at least its own header and the commit store.
+  uint64_t need = end - g_cap < kCommitBytes ? kCommitBytes : end - g_cap;
+  // Never reserve past RLIMIT_FSIZE: that would be SIGXFSZ, which kills a process that
+  // has not yet set it to be ignored (CPython does so only late in its start-up).
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+    uint64_t room = rl.rlim_cur > g_cap ? rl.rlim_cur - g_cap : 0;
+    if (need > room) { errno = EFBIG; return false; }
+    if (want > room) want = room;
+  }
+  if (!reserve_chunk(want)) {
+    // Near a full disk: just what this batch needs.
+    int err = errno;
+    if ((err != ENOSPC && err != EDQUOT) || want == need || !reserve_chunk(need)) return false;
+    want = need;
+  }
+  uint64_t old_cap = g_cap;
+  g_cap += want;
+  if (old_cap > g_len) {
+    uint8_t* at = g_map + (g_len - g_map_off);
+    uint8_t h[kCommitBytes];
+    memcpy(h, at, kCommitBytes);
+    unwritten_header(h, g_cap - g_len - kUnwrittenHeader);
+    commit_store(at, h);
   }
   return true;
+}
+
+// Strings and records of one flush, committed together.
+bool append(const wire::ByteBuf& a, const wire::ByteBuf& b) {
+  uint8_t pad[kCommitBytes] = {};
+  size_t n = a.n + b.n, npad = 0;
+  if (n < kCommitBytes) {  // too short for the commit store: add an empty unwritten field
+    npad = kCommitBytes - n < 2 ? 2 : kCommitBytes - n;
+    pad[0] = kUnwrittenTag;
+    pad[1] = static_cast<uint8_t>(npad - 2);
+  }
+  uint64_t total = n + npad;
+  uint64_t end = g_len + total + kUnwrittenHeader;
+  if (!map_window(g_len, end)) return false;
+  if (end > g_cap && !reserve_to(end)) return false;
+  uint8_t* dst = g_map + (g_len - g_map_off);
+  // Gather a, b, pad; the first kCommitBytes go aside for the commit store.
+  uint8_t first[kCommitBytes];
+  const struct { const uint8_t* p; size_t n; } parts[3] = {{a.p, a.n}, {b.p, b.n}, {pad, npad}};
+  size_t o = 0;
+  for (const auto& part : parts) {
+    for (size_t i = 0; i < part.n;) {
+      if (o < kCommitBytes) {
+        first[o++] = part.p[i++];
+        continue;
+      }
+      memcpy(dst + o, part.p + i, part.n - i);
+      o += part.n - i;
+      break;
+    }
+  }
+  unwritten_header(dst + total, g_cap - g_len - total - kUnwrittenHeader);
+  commit_store(dst, first);
+  g_len += total;
+  return true;
+}
+
+// Gives the reserve back: the file ends at its last record. Records that come later
+// (another thread, an atexit handler of a C extension) simply reserve again.
+void trim_reserve() {
+  if (g_fd < 0 || g_cap == g_len) return;
+  if (ftruncate(g_fd, static_cast<off_t>(g_len)) == 0) g_cap = g_len;
+}
+
+// At exit(): after Python's finalisation, which may still import. A thread caught between
+// two instructions of an append holds the lock: then the reserve stays (still valid).
+__attribute__((destructor)) void trim_at_exit() {
+  if (pthread_mutex_trylock(&g_mutex) != 0) return;
+  trim_reserve();
+  pthread_mutex_unlock(&g_mutex);
 }
 
 bool env_allowed(const char* kv) {
@@ -288,6 +442,9 @@ void atfork_child() {
   pthread_mutex_init(&g_mutex, nullptr);
   if (g_fd >= 0) close(g_fd);
   g_fd = -1;
+  g_map = nullptr;  // MADV_DONTFORK: the parent's window does not exist here
+  g_map_off = g_map_len = 0;
+  g_len = g_cap = 0;
   g_pending.clear();
   g_strings.clear();
   reset_interning();
@@ -315,6 +472,7 @@ void TraceWriter::init() {
 void TraceWriter::lock() { pthread_mutex_lock(&g_mutex); }
 void TraceWriter::unlock() { pthread_mutex_unlock(&g_mutex); }
 bool TraceWriter::usable() { return !g_broken; }
+void TraceWriter::finish() { trim_reserve(); }
 uint32_t TraceWriter::generation() { return g_generation; }
 void TraceWriter::after_fork_in_child() { atfork_child(); }
 wire::ByteBuf& TraceWriter::buf() { return g_pending; }
@@ -423,11 +581,17 @@ void TraceWriter::flush() {
   if (!g_pending.n && !g_strings.n) return;
   if (g_fd < 0) {
     if (!open_output()) { g_broken = true; g_pending.clear(); g_strings.clear(); return; }
-    wire::ByteBuf h;
+    wire::ByteBuf h, none;
     put_header(h);
-    if (h.failed || !write_all(h.p, h.n)) { g_broken = true; g_pending.clear(); g_strings.clear(); return; }
+    if (h.failed || !append(h, none)) {
+      warn("cannot write trace file", "", errno);
+      g_broken = true;
+      g_pending.clear();
+      g_strings.clear();
+      return;
+    }
   }
-  if (!write_both(g_strings, g_pending)) {
+  if (!append(g_strings, g_pending)) {
     // Disk full or the file went away: one line, then the program runs on untraced.
     warn("cannot write trace file", "", errno);
     g_broken = true;

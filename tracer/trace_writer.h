@@ -1,6 +1,7 @@
 // The trace file of this process: lazy creation (no file until the first record, so a
-// Python process that never imports leaves nothing), whole-record writes (a SIGKILL or
-// os._exit leaves a file readable up to the last record), string interning, and a fresh
+// Python process that never imports leaves nothing), records stored into a mapping of the
+// file with no system call, each batch committed whole (a SIGKILL or os._exit leaves a
+// file readable up to the last record), string interning, and a fresh
 // file in a fork child. Everything here is called with the GIL held, but sub-interpreters
 // with their own GIL (3.12+) and fork make a real lock necessary.
 #pragma once
@@ -34,6 +35,11 @@ struct TraceWriter {
 
   // Writes pending records to the file (creating it, header first, if needed).
   static void flush();
+
+  // Gives back the space reserved ahead of the last record (called before exec; exit()
+  // does it by itself). The file stays valid without it: a process that dies leaves the
+  // reserve as a trailing `Trace.unwritten` field.
+  static void finish();
 
   // Re-reads the allow-listed environment and records any variable whose value changed
   // since the header (pytest-xdist sets PYTEST_XDIST_WORKER in the worker after start).

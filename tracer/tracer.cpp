@@ -58,6 +58,7 @@ struct ThreadState {
   InFlight stack[kMaxDepth];
   int depth = 0;
   uint64_t tid = 0;
+  bool main_thread = false;  // tid == pid, known with tid (both reset in a fork child)
   int busy = 0;  // >0 while the tracer itself calls into Python from a hook
   // The import system's pop-and-reinsert of a module (3.12+ watcher): the pop is held here
   // and dropped when the same object comes back under the same key.
@@ -68,7 +69,10 @@ thread_local ThreadState t_state;
 
 ThreadState& ts() {
   ThreadState& t = t_state;
-  if (!t.tid) t.tid = static_cast<uint64_t>(syscall(SYS_gettid));
+  if (!t.tid) {
+    t.tid = static_cast<uint64_t>(syscall(SYS_gettid));
+    t.main_thread = t.tid == static_cast<uint64_t>(getpid());  // getpid is a system call
+  }
   return t;
 }
 
@@ -1293,7 +1297,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
     auto r = TW::begin_record(Record::import);
     wire::put_uint(b, Import::index, index);
     wire::put_uint(b, Import::parent, parent);
-    if (t.tid != static_cast<uint64_t>(getpid())) wire::put_uint(b, Import::thread, t.tid);
+    if (!t.main_thread) wire::put_uint(b, Import::thread, t.tid);
     wire::put_uint(b, Import::begin_ns, begin);
     wire::put_uint(b, Import::duration_ns, end - begin);
     wire::put_uint(b, Import::name, name_id);
@@ -1462,6 +1466,13 @@ void class_assignment(PyObject* args) {
 }
 
 int audit_hook(const char* event, PyObject* args, void*) {
+  if (event[0] == 'o' && event[1] == 's' && strcmp(event, "os.exec") == 0) {
+    // The new program image starts its own trace; leave this one without its reserve.
+    WriterLock lock;
+    TW::flush();
+    TW::finish();
+    return 0;
+  }
   if (event[0] == 'o' && strcmp(event, "object.__setattr__") == 0) {
     ThreadState& t = ts();
     if (!g_enabled || t.busy || !TW::usable()) return 0;

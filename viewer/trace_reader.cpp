@@ -40,6 +40,8 @@ class ByteSource {
   virtual const uint8_t* take(size_t n) = 0;
   // Back to the first byte (for the counting pass); false when not possible.
   virtual bool rewind() = 0;
+  // Consumes n bytes without looking at them; false (at end) when fewer are left.
+  virtual bool skip(uint64_t n) = 0;
 };
 
 class MemorySource : public ByteSource {
@@ -54,6 +56,11 @@ class MemorySource : public ByteSource {
     return true;
   }
   uint64_t remaining() const override { return static_cast<uint64_t>(end_ - p_); }
+  bool skip(uint64_t n) override {
+    if (static_cast<uint64_t>(end_ - p_) < n) { p_ = end_; return false; }
+    p_ += n;
+    return true;
+  }
   const uint8_t* take(size_t n) override {
     if (static_cast<size_t>(end_ - p_) < n) return nullptr;
     const uint8_t* at = p_;
@@ -110,6 +117,17 @@ class FileSource : public ByteSource {
     pos_ += n;
     left_ -= n;
     return at;
+  }
+  bool skip(uint64_t n) override {
+    if (n > left_) { left_ = 0; pos_ = len_ = 0; return false; }
+    uint64_t buffered = std::min<uint64_t>(n, len_ - pos_);
+    pos_ += static_cast<size_t>(buffered);
+    left_ -= n;
+    if (n > buffered) {
+      if (lseek(fd_, static_cast<off_t>(n - buffered), SEEK_CUR) < 0) { left_ = 0; return false; }
+      pos_ = len_ = 0;
+    }
+    return true;
   }
 
  private:
@@ -739,11 +757,14 @@ void reserve_records(ByteSource& src, model::Process& out) {
   for (;;) {
     uint64_t tag = 0, len = 0;
     if (read_varint(src, tag) != VarintResult::Ok || (tag & 7) != wire::LEN) break;
-    if (read_varint(src, len) != VarintResult::Ok || len > src.remaining() || len > kMaxRecordBytes)
-      break;
+    if (read_varint(src, len) != VarintResult::Ok || len > src.remaining()) break;
+    if ((tag >> 3) != F::Trace::record) {
+      if (!src.skip(len)) break;
+      continue;
+    }
+    if (len > kMaxRecordBytes) break;
     const uint8_t* body = src.take(static_cast<size_t>(len));
     if (!body) break;
-    if ((tag >> 3) != F::Trace::record) continue;
     Reader r(body, static_cast<size_t>(len));
     uint32_t field;
     WireType wt;
@@ -781,7 +802,10 @@ bool parse_stream(ByteSource& src, model::Process& out, std::string& why) {
     uint32_t field = static_cast<uint32_t>(tag >> 3);
     uint32_t wt = static_cast<uint32_t>(tag & 7);
     bool is_record = field == F::Trace::record && wt == wire::LEN;
-    if (!dec.header_seen && !is_record) {
+    // The tracer's reserve (zeros) may precede the header in a file whose process died
+    // before its first record was committed.
+    bool is_reserve = field == F::Trace::unwritten && wt == wire::LEN;
+    if (!dec.header_seen && !is_record && !is_reserve) {
       why = "not an imptrace trace (first record is not a header)";
       return false;
     }
@@ -800,6 +824,7 @@ bool parse_stream(ByteSource& src, model::Process& out, std::string& why) {
     uint64_t len = 0;
     vr = read_varint(src, len);
     if (vr != VarintResult::Ok || len > src.remaining()) {
+      if (is_reserve && vr == VarintResult::Ok) break;  // reserve cut short: killed while growing the file
       if (!dec.header_seen) {
         why = vr == VarintResult::Malformed || len > kMaxRecordBytes
                   ? "not an imptrace trace (no header record)"
@@ -809,6 +834,10 @@ bool parse_stream(ByteSource& src, model::Process& out, std::string& why) {
       out.truncated = true;
       stop("truncated mid-record");
       break;
+    }
+    if (is_reserve) {  // skipped without reading: it can be large
+      if (!src.skip(len)) break;
+      continue;
     }
     if (len > kMaxRecordBytes) {
       if (!dec.header_seen) { why = "not an imptrace trace (no header record)"; return false; }

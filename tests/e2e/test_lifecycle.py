@@ -113,9 +113,36 @@ def test_sigkill_leaves_readable_trace(tmp_path):
     r = run([PY, "-c", code], traced=True, outdir=str(tmp_path))
     assert r.returncode == -signal.SIGKILL
     files = traces(str(tmp_path))
-    protoc_decodes(files[0])
+    # Records are stored into a mapping of the file ahead of which space is reserved: a
+    # killed process leaves that reserve as a trailing `unwritten` field of zeros.
+    assert b"unwritten:" in protoc_decodes(files[0])
     names = {i["name"] for i in export(files[0])["processes"][0]["imports"]}
     assert {"json", "csv"} <= names
+
+
+def reserve_left(path):
+    return b"unwritten:" in protoc_decodes(path)
+
+
+def test_reserve_given_back_at_exit_and_exec(tmp_path):
+    """exit() (also sys.exit with a status, an uncaught exception) and exec trim the file to
+    its last record; os._exit and signals cannot, and the reserve stays (a valid field)."""
+    cases = {
+        "exit": ("import json\n", 0, False),
+        "sys_exit": ("import json, sys\nsys.exit(3)\n", 3, False),
+        "raises": ("import json\nraise SystemError('x')\n", 1, False),
+        "exec": ("import json, os, sys\nos.execv(sys.executable, [sys.executable, '-S', '-c', 'pass'])\n", 0, False),
+        "os_exit": ("import json, os\nos._exit(0)\n", 0, True),
+    }
+    for name, (code, status, left) in cases.items():
+        out = tmp_path / name
+        r = run([PY, "-c", code], traced=True, outdir=str(out))
+        assert r.returncode == status, (name, r.stderr)
+        files = traces(str(out))
+        assert files, name
+        for f in files:
+            expect = left and "json" in {i["name"] for i in export(f)["processes"][0]["imports"]}
+            assert reserve_left(f) == expect, (name, f)
 
 
 def test_os_exit_loses_nothing(tmp_path):

@@ -329,3 +329,61 @@ TEST(Reader, TruncatedFileOnDiskWarns) {
   EXPECT_NE(warnings[0].find("truncated"), std::string::npos) << warnings[0];
   EXPECT_TRUE(procs[0].truncated);
 }
+
+// The tracer reserves file space ahead of its records as one `Trace.unwritten` field
+// (a 6-byte header with a padded length, then zeros); a process that never reaches exit()
+// leaves it at the end, and a process killed while growing the file leaves it cut short.
+std::vector<uint8_t> reserve_field(uint64_t payload) {
+  std::vector<uint8_t> r = {static_cast<uint8_t>((15 << 3) | 2)};
+  for (int i = 0; i < 5; ++i)
+    r.push_back(static_cast<uint8_t>(((payload >> (7 * i)) & 0x7f) | (i < 4 ? 0x80 : 0)));
+  r.resize(r.size() + payload, 0);
+  return r;
+}
+
+TEST(Reader, ReserveOfAnUnfinishedFileIsSkipped) {
+  TraceBuilder b;
+  build_npugraph_scenario(b);
+  const auto clean = b.bytes();
+  model::Process full;
+  std::string why;
+  ASSERT_TRUE(parse(clean, full, why));
+
+  auto with = [&](std::vector<uint8_t> tail) {
+    std::vector<uint8_t> v = clean;
+    v.insert(v.end(), tail.begin(), tail.end());
+    return v;
+  };
+  auto big = reserve_field(300000);  // larger than the file reader's buffer would take whole
+  auto two = reserve_field(100);
+  auto second = reserve_field(5000);
+  two.insert(two.end(), second.begin(), second.end());
+  auto cut = reserve_field(5000);
+  cut.resize(2000);
+  std::string dir = temp_dir("reader_reserve");
+  int n = 0;
+  for (const auto& bytes : {with(big), with(two), with(cut), with(reserve_field(0))}) {
+    model::Process p;
+    ASSERT_TRUE(parse(bytes, p, why)) << why;
+    EXPECT_EQ(p.imports.size(), full.imports.size());
+    EXPECT_EQ(p.bindings.size(), full.bindings.size());
+    EXPECT_FALSE(p.truncated);
+    EXPECT_TRUE(p.warnings.empty()) << p.warnings[0];
+    // The same through a file (the streaming source skips with a seek).
+    std::string path = dir + "/t" + std::to_string(n++) + ".pb";
+    FILE* f = fopen(path.c_str(), "wb");
+    fwrite(bytes.data(), 1, bytes.size(), f);
+    fclose(f);
+    std::vector<model::Process> procs;
+    std::string error;
+    std::vector<std::string> warnings;
+    ASSERT_TRUE(reader::load_traces({path}, procs, error, warnings)) << error;
+    ASSERT_EQ(procs.size(), 1u);
+    EXPECT_EQ(procs[0].imports.size(), full.imports.size());
+    EXPECT_TRUE(warnings.empty()) << warnings[0];
+  }
+  // A process that died before its header was committed: an empty trace.
+  model::Process p;
+  EXPECT_FALSE(parse(reserve_field(16000), p, why));
+  EXPECT_EQ(why, "empty file");
+}
