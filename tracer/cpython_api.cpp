@@ -58,6 +58,7 @@ bool resolve_cpython_api() {
   ok &= need(py.PyType_IsSubtype, "PyType_IsSubtype");
   ok &= need(py.PyType_GetFlags, "PyType_GetFlags");
   ok &= need(py.PyModule_Type, "PyModule_Type");
+  ok &= need(py.PyUnicode_Type, "PyUnicode_Type");
   ok &= need(py.PyType_Type, "PyType_Type");
   PyObject** attr_exc = nullptr;
   ok &= need(attr_exc, "PyExc_AttributeError");
@@ -78,10 +79,12 @@ bool resolve_cpython_api() {
   ok &= need(py.PyUnicode_AsUTF8AndSize, "PyUnicode_AsUTF8AndSize");
   ok &= need(py.PyUnicode_FromString, "PyUnicode_FromString");
   ok &= need(py.PyUnicode_InternFromString, "PyUnicode_InternFromString");
+  ok &= need(py.PyUnicode_FromStringAndSize, "PyUnicode_FromStringAndSize");
   ok &= need(py.PyLong_AsLong, "PyLong_AsLong");
   ok &= need(py.PyLong_FromVoidPtr, "PyLong_FromVoidPtr");
   ok &= need(py.PyLong_AsVoidPtr, "PyLong_AsVoidPtr");
   ok &= need(py.PyDict_GetItem, "PyDict_GetItem");
+  ok &= need(py.PyDict_GetItemWithError, "PyDict_GetItemWithError");
   ok &= need(py.PyDict_GetItemString, "PyDict_GetItemString");
   ok &= need(py.PyDict_SetItemString, "PyDict_SetItemString");
   ok &= need(py.PyDict_Next, "PyDict_Next");
@@ -104,10 +107,26 @@ bool resolve_cpython_api() {
   if (!need(py.Py_IsFinalizing, "Py_IsFinalizing")) ok &= need(py.Py_IsFinalizing, "_Py_IsFinalizing");
   if (!ok) return false;
   want(py.PyFrame_GetBack, "PyFrame_GetBack");
+  if (py.minor >= 11 && py.minor <= 13) {  // the location-table format frame_line reads
+    want(py.PyFrame_GetLasti, "PyFrame_GetLasti");
+    want(py.PyBytes_AsString, "PyBytes_AsString");
+    want(py.PyBytes_Size, "PyBytes_Size");
+  }
   want(py.PyFrame_GetCode, "PyFrame_GetCode");
   if (py.minor >= 12) {
     want(py.PyDict_AddWatcher, "PyDict_AddWatcher");
     want(py.PyDict_Watch, "PyDict_Watch");
+  }
+
+  // The object header layout, told by None's type pointer (Py_TYPE is part of the stable
+  // ABI; only Py_TRACE_REFS builds put two list links in front of it).
+  if (void* none_type = dlsym(RTLD_DEFAULT, "_PyNone_Type")) {
+    for (int off : {8, 24}) {
+      if (*reinterpret_cast<void* const*>(reinterpret_cast<const char*>(py.None) + off) == none_type) {
+        py.ob_type_offset = off;
+        break;
+      }
+    }
   }
 
   // Shared vs static: is the API defined in the executable itself or in a libpython?
@@ -147,6 +166,12 @@ ObjObjArgProc patch_dict_ass_subscript(ObjObjArgProc hook) {
   return nullptr;
 }
 
+PyObject* type_of_slow(PyObject* o) {
+  PyObject* t = py.PyObject_Type(o);
+  if (t) py.Py_DecRef(t);  // still alive: o holds it
+  return t;
+}
+
 PyObject* frame_back(PyObject* frame) {
   if (py.PyFrame_GetBack) return py.PyFrame_GetBack(frame);
   PyObject* b = py.PyObject_GetAttrString(frame, "f_back");
@@ -160,6 +185,83 @@ PyObject* frame_code(PyObject* frame) {
   PyObject* c = py.PyObject_GetAttrString(frame, "f_code");
   if (!c) py.PyErr_Clear();
   return c;
+}
+
+bool line_cursor_init(LineCursor& c, PyObject* code) {
+  c = LineCursor();
+  if (!py.PyFrame_GetLasti || !py.PyBytes_AsString || !py.PyBytes_Size) return false;
+  PyObject* table = py.PyObject_GetAttrString(code, "co_linetable");
+  PyObject* first = table ? py.PyObject_GetAttrString(code, "co_firstlineno") : nullptr;
+  const char* bytes = first ? py.PyBytes_AsString(table) : nullptr;
+  long line = bytes ? py.PyLong_AsLong(first) : -1;
+  Py_ssize_t n = bytes ? py.PyBytes_Size(table) : -1;
+  if (table) py.Py_DecRef(table);  // the code object keeps its table alive
+  if (first) py.Py_DecRef(first);
+  if (!bytes || line < 0 || n < 0 || n > 0x7fffffff) { py.PyErr_Clear(); return false; }
+  c.table = reinterpret_cast<const uint8_t*>(bytes);
+  c.len = static_cast<uint32_t>(n);
+  c.first = c.computed = static_cast<int32_t>(line);
+  return true;
+}
+
+namespace {
+
+// Location-table entry: first byte 1CCCCLLL (C: kind, L: length - 1 in 2-byte code units),
+// then kind-specific bytes. Kinds 13 (no columns) and 14 (long) start with a signed varint
+// line delta; 10-12 are one-line forms with delta kind - 10; 15 has no line; 0-9 keep the
+// line. Varints come in 6-bit chunks, bit 6 = more.
+bool advance_line(LineCursor& c) {
+  if (c.pos >= c.len) return false;
+  uint8_t head = c.table[c.pos];
+  int kind = (head >> 3) & 15;
+  uint32_t p = c.pos + 1;
+  int32_t delta = 0;
+  if (kind == 13 || kind == 14) {
+    uint32_t u = 0;
+    int shift = 0;
+    uint8_t b = 64;
+    while ((b & 64) && p < c.len && shift < 30) {
+      b = c.table[p++];
+      u |= static_cast<uint32_t>(b & 63) << shift;
+      shift += 6;
+    }
+    delta = (u & 1) ? -static_cast<int32_t>(u >> 1) : static_cast<int32_t>(u >> 1);
+  } else if (kind >= 10 && kind <= 12) {
+    delta = kind - 10;
+  }
+  c.computed += delta;
+  c.line = kind == 15 ? -1 : c.computed;
+  c.start = c.end;
+  c.end += ((head & 7u) + 1) * 2;
+  // Next entry: fixed sizes for the fixed forms (short: 1 column byte, one-line: 2, none:
+  // 0), checked against the entry-start bit; varint forms are scanned.
+  uint32_t next = kind <= 9 ? c.pos + 2 : kind <= 12 ? c.pos + 3 : kind == 15 ? c.pos + 1 : c.len + 1;
+  if (next < c.len ? (c.table[next] & 128) : next == c.len) {
+    c.pos = next;
+  } else {
+    do ++c.pos; while (c.pos < c.len && !(c.table[c.pos] & 128));
+  }
+  return true;
+}
+
+}  // namespace
+
+int frame_line(PyObject* frame, LineCursor* c) {
+  if (c && c->table) {
+    int addr = py.PyFrame_GetLasti(frame);
+    if (addr >= 0) {
+      uint32_t a = static_cast<uint32_t>(addr);
+      if (a < c->start || c->end == 0) {  // behind the cursor (a loop, a new call): restart
+        c->pos = c->start = c->end = 0;
+        c->computed = c->first;
+        c->line = -1;
+      }
+      bool found = true;
+      while (c->end <= a && (found = advance_line(*c))) {}
+      if (found && c->line > 0) return c->line;
+    }
+  }
+  return py.PyFrame_GetLineNumber(frame);
 }
 
 }  // namespace imptrace

@@ -75,6 +75,7 @@ struct CPythonApi {
   int (*PyType_IsSubtype)(PyObject*, PyObject*);
   unsigned long (*PyType_GetFlags)(PyObject*);
   PyObject* PyModule_Type;
+  PyObject* PyUnicode_Type;
   PyObject* PyType_Type;
   PyObject* None;  // &_Py_NoneStruct
   PyObject* PyExc_AttributeError;
@@ -97,10 +98,12 @@ struct CPythonApi {
   const char* (*PyUnicode_AsUTF8AndSize)(PyObject*, Py_ssize_t*);
   PyObject* (*PyUnicode_FromString)(const char*);
   PyObject* (*PyUnicode_InternFromString)(const char*);
+  PyObject* (*PyUnicode_FromStringAndSize)(const char*, Py_ssize_t);
   long (*PyLong_AsLong)(PyObject*);
   PyObject* (*PyLong_FromVoidPtr)(void*);
   void* (*PyLong_AsVoidPtr)(PyObject*);
   PyObject* (*PyDict_GetItem)(PyObject*, PyObject*);          // borrowed, no error
+  PyObject* (*PyDict_GetItemWithError)(PyObject*, PyObject*); // borrowed
   PyObject* (*PyDict_GetItemString)(PyObject*, const char*);  // borrowed, no error
   int (*PyDict_SetItemString)(PyObject*, const char*, PyObject*);
   int (*PyDict_Next)(PyObject*, Py_ssize_t*, PyObject**, PyObject**);
@@ -115,6 +118,9 @@ struct CPythonApi {
   PyObject* (*PyFrame_GetBack)(PyObject*);  // 3.9+, new reference
   PyObject* (*PyFrame_GetCode)(PyObject*);  // 3.9+, new reference
   int (*PyFrame_GetLineNumber)(PyObject*);
+  int (*PyFrame_GetLasti)(PyObject*);  // 3.11+: byte offset of the current instruction
+  char* (*PyBytes_AsString)(PyObject*);
+  Py_ssize_t (*PyBytes_Size)(PyObject*);
 
   // Interpreters. 3.8 spells PyInterpreterState_Get with a leading underscore.
   void* (*PyInterpreterState_Get)();
@@ -129,6 +135,10 @@ struct CPythonApi {
   int (*PyDict_Watch)(int, PyObject*);
 
   bool has_dict_watchers() const { return PyDict_AddWatcher && PyDict_Watch; }
+
+  // Where an object's type pointer sits: after ob_refcnt (8), plus two words of
+  // Py_TRACE_REFS list links in such debug builds; -1 when neither layout matched None.
+  int ob_type_offset = -1;
 };
 
 extern CPythonApi py;
@@ -143,6 +153,25 @@ constexpr unsigned long TPFLAGS_LIST_SUBCLASS = 1UL << 25;
 constexpr unsigned long TPFLAGS_UNICODE_SUBCLASS = 1UL << 28;
 constexpr unsigned long TPFLAGS_DICT_SUBCLASS = 1UL << 29;
 constexpr unsigned long TPFLAGS_BASE_EXC_SUBCLASS = 1UL << 30;
+
+// An object's type, borrowed (the object keeps it alive): read from the object header
+// rather than through PyObject_Type, which costs a call, an incref and a decref.
+PyObject* type_of_slow(PyObject* o);
+inline PyObject* type_of(PyObject* o) {
+  if (py.ob_type_offset < 0) return type_of_slow(o);
+  return *reinterpret_cast<PyObject* const*>(reinterpret_cast<const char*>(o) + py.ob_type_offset);
+}
+
+// A borrowed dict value or null, for the tracer's own str keys. PyDict_GetItem saves and
+// restores the pending exception around every lookup (on 3.12 a thread-local access and
+// several calls each time); with an exact str key no user code runs and nothing can
+// raise. A str subclass key (importlib.import_module accepts one) may run its __eq__:
+// an error from it is dropped.
+inline PyObject* dict_lookup(PyObject* d, PyObject* key) {
+  PyObject* v = py.PyDict_GetItemWithError(d, key);
+  if (!v && type_of(key) != py.PyUnicode_Type && py.PyErr_Occurred()) py.PyErr_Clear();
+  return v;
+}
 
 // Holds a new reference and drops it at scope end.
 struct Ref {
@@ -167,5 +196,21 @@ ObjObjArgProc patch_dict_ass_subscript(ObjObjArgProc hook);
 // Frame walking, one spelling for all versions. Returns new references.
 PyObject* frame_back(PyObject* frame);
 PyObject* frame_code(PyObject* frame);
+
+// The line a frame is at, from a cursor over its code object's location table that is
+// kept between calls. PyFrame_GetLineNumber scans the table from its start on every call
+// (about 1,200 instructions per import); a package's __init__ importing its children runs
+// forward through its code, so a kept cursor moves a few entries per import instead.
+// 3.11-3.13, whose tables share one format (CPython's Objects/locations.md); elsewhere, or
+// when the table does not cover the instruction, frame_line falls back to CPython.
+struct LineCursor {
+  const uint8_t* table = nullptr;  // co_linetable's bytes; the caller keeps the code alive
+  uint32_t len = 0, pos = 0;       // pos: the entry after [start, end)
+  uint32_t start = 0, end = 0;     // byte offsets the current entry covers
+  int32_t first = 0, computed = 0, line = -1;
+};
+// False when this interpreter's tables are not read here (the cursor stays unusable).
+bool line_cursor_init(LineCursor& c, PyObject* code);
+int frame_line(PyObject* frame, LineCursor* c);
 
 }  // namespace imptrace

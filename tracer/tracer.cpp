@@ -100,8 +100,7 @@ const InFlight* innermost(ThreadState& t) {
 // ---- small string helpers -------------------------------------------------------------
 const char* utf8(PyObject* s, Py_ssize_t* n) {
   if (!s) return nullptr;
-  Ref t(py.PyObject_Type(s));
-  if (!(py.PyType_GetFlags(t.get()) & TPFLAGS_UNICODE_SUBCLASS)) return nullptr;
+  if (!(py.PyType_GetFlags(type_of(s)) & TPFLAGS_UNICODE_SUBCLASS)) return nullptr;
   const char* p = py.PyUnicode_AsUTF8AndSize(s, n);
   if (!p) py.PyErr_Clear();  // lone surrogates: treated as absent rather than raising
   return p;
@@ -150,19 +149,114 @@ bool is_importlib_file(const char* f) {
   return strncmp(f, "<frozen importlib", 17) == 0 || strstr(f, "/importlib/") != nullptr;
 }
 
+// getenv scans the whole environment, and the tracer asks for PYTEST_CURRENT_TEST at every
+// import. The answer is kept with what reveals a change under glibc: setenv/putenv of an
+// existing name replace its entry pointer, adding or removing a name changes the array
+// or its length (the old terminator slot or the last entry), clearenv nulls the array.
+extern "C" char** environ;
+struct EnvWatch {
+  const char* name;
+  size_t name_len;
+  char** array = nullptr;
+  size_t len = 0;
+  long index = -1;            // of the entry found, -1 when absent
+  const char* entry = nullptr;
+  bool valid = false;
+
+  bool unchanged() const {
+    if (!valid || environ != array || !array) return false;
+    if (array[len] != nullptr || (len && array[len - 1] == nullptr)) return false;
+    return index < 0 || array[index] == entry;
+  }
+  // The value (after '='), or null.
+  const char* get() {
+    if (unchanged()) return entry ? entry + name_len + 1 : nullptr;
+    array = environ;
+    len = 0;
+    index = -1;
+    entry = nullptr;
+    for (char** e = array; e && *e; ++e, ++len)
+      if (index < 0 && strncmp(*e, name, name_len) == 0 && (*e)[name_len] == '=') {
+        index = static_cast<long>(len);
+        entry = *e;
+      }
+    valid = array != nullptr;
+    return entry ? entry + name_len + 1 : nullptr;
+  }
+};
+
 // pytest sets PYTEST_CURRENT_TEST to "<node id> (setup|call|teardown)"; the trace keeps
-// the node id.
+// the node id, whose string id is kept until the variable or the file changes.
+EnvWatch g_current_test_env{"PYTEST_CURRENT_TEST", 19};
+uint32_t g_current_test_id = 0, g_current_test_generation = 0;
+const char* g_current_test_entry = nullptr;
+
 uint32_t current_test() {
-  const char* t = getenv("PYTEST_CURRENT_TEST");
+  const char* t = g_current_test_env.get();
   if (!t) return 0;
+  if (g_current_test_entry == g_current_test_env.entry && g_current_test_generation == TW::generation() &&
+      g_current_test_id)
+    return g_current_test_id;
   size_t n = strlen(t);
   if (n > 2 && t[n - 1] == ')') {
     const char* open = static_cast<const char*>(memrchr(t, '(', n));
     if (open && open > t && open[-1] == ' ') n = static_cast<size_t>(open - t) - 1;
   }
-  return TW::intern(t, n);
+  g_current_test_id = TW::intern(t, n);
+  g_current_test_entry = g_current_test_env.entry;
+  g_current_test_generation = TW::generation();
+  return g_current_test_id;
 }
 
+// ---- str objects for text -------------------------------------------------------------
+// The binding of `a.b.c` looks up "a.b" in sys.modules and "c" in its dict: keys the
+// tracer has as text. PyDict_GetItemString would build (and hash) a new str every time;
+// siblings share the parent and names repeat, so a direct-mapped cache keeps the str
+// objects (a reference each, deliberately kept while cached) and the text's string id.
+// Main interpreter only; null when the text does not fit a slot (callers fall back).
+struct TextStrSlot {
+  uint64_t hash;
+  PyObject* str;
+  uint32_t id, generation;  // id: TW::intern of the text in this generation's file
+  uint8_t len;
+  char text[47];
+};
+constexpr size_t kTextStrCache = 1024;
+TextStrSlot g_text_strs[kTextStrCache];
+
+TextStrSlot* text_str(const char* text, size_t n) {
+  if (n > sizeof g_text_strs[0].text || !in_main_interpreter()) return nullptr;
+  uint64_t h = hash_bytes(text, n);
+  TextStrSlot& slot = g_text_strs[h & (kTextStrCache - 1)];
+  if (slot.str && slot.hash == h && slot.len == n && memcmp(slot.text, text, n) == 0) {
+    if (slot.generation != TW::generation()) slot.id = 0;
+    return &slot;
+  }
+  PyObject* o = py.PyUnicode_FromStringAndSize(text, static_cast<Py_ssize_t>(n));
+  if (!o) { py.PyErr_Clear(); return nullptr; }
+  PyObject* old = slot.str;
+  slot.hash = h;
+  slot.str = o;
+  slot.id = 0;
+  slot.generation = TW::generation();
+  slot.len = static_cast<uint8_t>(n);
+  memcpy(slot.text, text, n);
+  if (old) py.Py_DecRef(old);
+  return &slot;
+}
+
+uint32_t text_id(TextStrSlot* slot, const char* text, size_t n) {
+  if (!slot) return TW::intern(text, n);
+  if (!slot->id) {
+    slot->id = TW::intern(text, n);
+    slot->generation = TW::generation();
+  }
+  return slot->id;
+}
+
+PyObject* dict_get_text(PyObject* d, TextStrSlot* slot, const char* text) {  // borrowed
+  return slot ? dict_lookup(d, slot->str) : py.PyDict_GetItemString(d, text);
+}
 
 // ---- attribute names ------------------------------------------------------------------
 // PyObject_GetAttrString and PyDict_GetItemString build and hash a new str on every call;
@@ -197,7 +291,7 @@ PyObject* getattr_s(PyObject* o, const char* literal) {
 
 PyObject* dict_get_s(PyObject* d, const char* literal) {  // borrowed, no error
   PyObject* n = in_main_interpreter() ? cached_name(literal) : nullptr;
-  return n ? py.PyDict_GetItem(d, n) : py.PyDict_GetItemString(d, literal);
+  return n ? dict_lookup(d, n) : py.PyDict_GetItemString(d, literal);
 }
 
 // ---- locations ----------------------------------------------------------------------
@@ -215,6 +309,7 @@ struct CodeInfo {
   PyObject* code = nullptr;
   uint32_t file = 0, func = 0, generation = 0;
   bool importlib = false;
+  LineCursor lines;  // usable only in a cached entry (which keeps the code alive)
 };
 constexpr size_t kCodeCache = 128;
 CodeInfo g_code_cache[kCodeCache];
@@ -232,8 +327,9 @@ CodeInfo describe_code(PyObject* code) {
   return ci;
 }
 
-CodeInfo code_info(PyObject* code) {
-  if (!in_main_interpreter()) return describe_code(code);
+// The cache entry for `code`, or (sub-interpreters) `scratch` filled in.
+CodeInfo& code_info(PyObject* code, CodeInfo& scratch) {
+  if (!in_main_interpreter()) return scratch = describe_code(code);
   CodeInfo& slot = g_code_cache[(reinterpret_cast<uintptr_t>(code) >> 4) & (kCodeCache - 1)];
   if (slot.code == code && slot.generation == TW::generation()) return slot;
   CodeInfo ci = describe_code(code);
@@ -242,6 +338,7 @@ CodeInfo code_info(PyObject* code) {
   slot = ci;
   slot.code = code;
   slot.generation = TW::generation();
+  if (!ci.importlib && !line_cursor_init(slot.lines, code)) slot.lines = LineCursor();
   if (old) py.Py_DecRef(old);
   return slot;
 }
@@ -255,14 +352,16 @@ int capture_stack(Loc* out, int max, bool skip_importlib) {
   for (int guard = 0; frame && n < max && guard < 256; ++guard) {
     Ref code(frame_code(frame.get()));
     if (code) {
-      CodeInfo ci = code_info(code.get());
+      CodeInfo scratch;
+      CodeInfo& ci = code_info(code.get(), scratch);
       if (!(skip_importlib && ci.importlib)) {
         Loc& l = out[n++];
         l.file = ci.file;
         l.func = ci.func;
-        int line = py.PyFrame_GetLineNumber(frame.get());
+        int line = frame_line(frame.get(), ci.lines.table ? &ci.lines : nullptr);
         l.line = line > 0 ? static_cast<uint32_t>(line) : 0;
         l.importlib = ci.importlib;
+        if (n == max) break;  // 3.11+ makes a frame object for every frame it is asked about
       }
     } else {
       py.PyErr_Clear();
@@ -405,8 +504,7 @@ PyObject* instance_dict(PyObject* o, bool is_module) {  // new reference or null
   }
   PyObject* d = py.PyObject_GenericGetDict(o, nullptr);
   if (!d) { py.PyErr_Clear(); return nullptr; }
-  Ref t(py.PyObject_Type(d));
-  if (!(py.PyType_GetFlags(t.get()) & TPFLAGS_DICT_SUBCLASS)) { py.Py_DecRef(d); return nullptr; }
+  if (!(py.PyType_GetFlags(type_of(d)) & TPFLAGS_DICT_SUBCLASS)) { py.Py_DecRef(d); return nullptr; }
   return d;
 }
 
@@ -465,24 +563,23 @@ void instrument_proxy_class(PyObject* type);
 ObjInfo describe(PyObject* o, PyObject* as_type = nullptr) {
   ObjInfo i;
   if (!o) return i;
-  if (as_type) py.Py_IncRef(as_type);
-  Ref type(as_type ? as_type : py.PyObject_Type(o));
+  PyObject* type = as_type ? as_type : type_of(o);
   bool is_module = false;
-  if (type.get() == py.PyModule_Type) {
+  if (type == py.PyModule_Type) {
     i.flags = ObjectFlags::plain_module;
     is_module = true;
   } else {
-    if (py.PyType_IsSubtype(type.get(), py.PyModule_Type)) {
+    if (py.PyType_IsSubtype(type, py.PyModule_Type)) {
       i.flags = ObjectFlags::module_subclass;
       is_module = true;
-      if (overrides(type.get(), "__getattr__") || overrides(type.get(), "__getattribute__") ||
-          overrides(type.get(), "__setattr__"))
+      if (overrides(type, "__getattr__") || overrides(type, "__getattribute__") ||
+          overrides(type, "__setattr__"))
         i.flags |= ObjectFlags::proxy;
     } else {
       i.flags = ObjectFlags::proxy;
     }
   }
-  i.type = type_name(type.get());
+  i.type = type_name(type);
   // Modules and proxies are what the identity story is about; other objects (attribute
   // values handed out by proxies) keep a plain address.
   i.id = identity(o, is_module || (i.flags & ObjectFlags::proxy));
@@ -677,10 +774,12 @@ void shadow_full_sync(bool initial) {
 // further up were checked at their own boundaries, and the whole dict is compared when its
 // size disagrees with the shadow or at a top-level import.
 void shadow_check_one(const char* k, size_t n, PyObject* v, bool by_import, const ObjInfo* known) {
-  ShadowEntry* e = g_shadow.find(k, n, false);
   if (v) {
     shadow_check_key(k, n, v, false, by_import, known);
-  } else if (e && e->live) {
+    return;
+  }
+  ShadowEntry* e = g_shadow.find(k, n, false);
+  if (e && e->live) {
     e->live = false;
     --g_shadow.live;
     Loc stack[kStackDepth];
@@ -702,7 +801,7 @@ void shadow_check_path(PyObject* name_obj, bool by_import, const ObjInfo* known,
   Py_ssize_t n = 0;
   const char* s = utf8(name_obj, &n);
   if (!s) return;
-  shadow_check_one(s, static_cast<size_t>(n), py.PyDict_GetItem(g_sysmodules, name_obj), by_import, known);
+  shadow_check_one(s, static_cast<size_t>(n), dict_lookup(g_sysmodules, name_obj), by_import, known);
   if (parent && parent->text) shadow_check_one(parent->text, parent->len, parent->obj, false, nullptr);
 }
 
@@ -753,7 +852,7 @@ void shadow_boundary(ThreadState& t, PyObject* name, bool import_end, bool top_l
     if (f.noted || f.generation != TW::generation()) continue;
     Py_ssize_t n = 0;
     const char* s = utf8(f.name, &n);
-    PyObject* v = s ? py.PyDict_GetItem(g_sysmodules, f.name) : nullptr;
+    PyObject* v = s ? dict_lookup(g_sysmodules, f.name) : nullptr;
     if (v) {
       shadow_check_key(s, static_cast<size_t>(n), v, false, true);
       f.noted = true;
@@ -1105,8 +1204,7 @@ uint32_t record_spec(wire::ByteBuf& b, PyObject* module, uint32_t name_id, bool 
   PyObject* spec = dict_get_s(d.get(), "__spec__");
   uint32_t origin = 0;
   if (spec && spec != py.None) {
-    Ref st(py.PyObject_Type(spec));
-    bool plain = g_modulespec_type && st.get() == g_modulespec_type && in_main_interpreter();
+    bool plain = g_modulespec_type && type_of(spec) == g_modulespec_type && in_main_interpreter();
     Ref sd(plain ? nullptr : py.PyObject_GenericGetDict(spec, nullptr));
     if (!plain && !sd) py.PyErr_Clear();
     if (plain || sd) {
@@ -1119,13 +1217,12 @@ uint32_t record_spec(wire::ByteBuf& b, PyObject* module, uint32_t name_id, bool 
       Ref loader(spec_attr(spec, plain, sd.get(), "loader"));
       if (loader && loader.get() != py.None) {
         // A loader may be a class (BuiltinImporter, FrozenImporter) or an instance.
-        Ref lt(py.PyObject_Type(loader.get()));
-        bool is_class = py.PyType_IsSubtype(lt.get(), py.PyType_Type) != 0;
-        wire::put_uint(b, Import::loader, type_name(is_class ? loader.get() : lt.get()));
+        PyObject* lt = type_of(loader.get());
+        bool is_class = py.PyType_IsSubtype(lt, py.PyType_Type) != 0;
+        wire::put_uint(b, Import::loader, type_name(is_class ? loader.get() : lt));
       }
       Ref locs(spec_attr(spec, plain, sd.get(), "submodule_search_locations"));
-      Ref lt2(locs ? py.PyObject_Type(locs.get()) : nullptr);
-      if (locs && (py.PyType_GetFlags(lt2.get()) & TPFLAGS_LIST_SUBCLASS)) {
+      if (locs && (py.PyType_GetFlags(type_of(locs.get())) & TPFLAGS_LIST_SUBCLASS)) {
         Py_ssize_t n = py.PyList_Size(locs.get());
         for (Py_ssize_t i = 0; i < n && i < 64; ++i)
           wire::put_uint(b, Import::search_locations, intern_obj(py.PyList_GetItem(locs.get(), i)));
@@ -1150,16 +1247,17 @@ void record_binding(PyObject* name, uint64_t index, PyObject* child, const ObjIn
   if (pl >= parent_cap) return;
   memcpy(parent, s, pl);
   parent[pl] = 0;
-  PyObject* parent_obj = py.PyDict_GetItemString(g_sysmodules, parent);
+  TextStrSlot* parent_str = text_str(parent, pl);
+  PyObject* parent_obj = dict_get_text(g_sysmodules, parent_str, parent);
   out->text = parent;
   out->len = pl;
   out->obj = parent_obj;
   if (!parent_obj) return;
-  PyObject* now = py.PyDict_GetItem(g_sysmodules, name);
+  PyObject* now = dict_lookup(g_sysmodules, name);
   ObjInfo pi = describe(parent_obj);
-  Ref t(py.PyObject_Type(parent_obj));
-  Ref d(instance_dict(parent_obj, py.PyType_IsSubtype(t.get(), py.PyModule_Type) != 0));
-  PyObject* val = d ? py.PyDict_GetItemString(d.get(), dot + 1) : nullptr;
+  Ref d(instance_dict(parent_obj, (pi.flags & (ObjectFlags::plain_module | ObjectFlags::module_subclass)) != 0));
+  const char* attr = dot + 1;
+  PyObject* val = d ? dict_get_text(d.get(), text_str(attr, static_cast<size_t>(n) - pl - 1), attr) : nullptr;
   if (now && now != child) child = now;  // cannot happen without user code in between
   uint32_t status = !val ? Binding::MISSING : val != child ? Binding::MISMATCH
                   : (pi.flags & ObjectFlags::proxy) ? Binding::ON_PROXY : Binding::BOUND;
@@ -1169,7 +1267,7 @@ void record_binding(PyObject* name, uint64_t index, PyObject* child, const ObjIn
   // parent module's own name and file are left out when it is the plain module named
   // `parent` (its import record has them).
   wire::put_uint(b, Binding::import_index, index);
-  if (pi.flags == ObjectFlags::plain_module && pi.name == TW::intern(parent, pl)) {
+  if (pi.flags == ObjectFlags::plain_module && pi.name == text_id(parent_str, parent, pl)) {
     pi.name = pi.file = 0;
     pi.flags |= ObjectFlags::elided_name_file;
   }
@@ -1192,8 +1290,7 @@ void record_sys_path_if_changed() {
   if (g_sys_dict && in_main_interpreter()) path = dict_get_s(g_sys_dict, "path");
   else path = py.PySys_GetObject("path");  // borrowed
   if (!path) return;
-  Ref t(py.PyObject_Type(path));
-  if (!(py.PyType_GetFlags(t.get()) & TPFLAGS_LIST_SUBCLASS)) return;
+  if (!(py.PyType_GetFlags(type_of(path)) & TPFLAGS_LIST_SUBCLASS)) return;
   Py_ssize_t n = py.PyList_Size(path);
   uint64_t sig = reinterpret_cast<uintptr_t>(path) * 31 + static_cast<uint64_t>(n);
   for (Py_ssize_t i = 0; i < n; ++i) sig = sig * 1000003 + reinterpret_cast<uintptr_t>(py.PyList_GetItem(path, i));
@@ -1288,7 +1385,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
     ObjInfo obj;
     PyObject* under = nullptr;
     if (res) {
-      under = g_sysmodules && main_interp ? py.PyDict_GetItem(g_sysmodules, name) : nullptr;
+      under = g_sysmodules && main_interp ? dict_lookup(g_sysmodules, name) : nullptr;
       if (!under) under = res;
       obj = describe(under);
     } else {
