@@ -187,18 +187,14 @@ PyObject* frame_code(PyObject* frame) {
   return c;
 }
 
-bool line_cursor_init(LineCursor& c, PyObject* code) {
+bool line_cursor_init(LineCursor& c, PyObject* table, PyObject* first) {
   c = LineCursor();
-  if (!py.PyFrame_GetLasti || !py.PyBytes_AsString || !py.PyBytes_Size) return false;
-  PyObject* table = py.PyObject_GetAttrString(code, "co_linetable");
-  PyObject* first = table ? py.PyObject_GetAttrString(code, "co_firstlineno") : nullptr;
-  const char* bytes = first ? py.PyBytes_AsString(table) : nullptr;
+  if (!py.PyFrame_GetLasti || !py.PyBytes_AsString || !py.PyBytes_Size || !table || !first) return false;
+  const char* bytes = py.PyBytes_AsString(table);
   long line = bytes ? py.PyLong_AsLong(first) : -1;
   Py_ssize_t n = bytes ? py.PyBytes_Size(table) : -1;
-  if (table) py.Py_DecRef(table);  // the code object keeps its table alive
-  if (first) py.Py_DecRef(first);
   if (!bytes || line < 0 || n < 0 || n > 0x7fffffff) { py.PyErr_Clear(); return false; }
-  c.table = reinterpret_cast<const uint8_t*>(bytes);
+  c.table = reinterpret_cast<const uint8_t*>(bytes);  // the code object keeps it alive
   c.len = static_cast<uint32_t>(n);
   c.first = c.computed = static_cast<int32_t>(line);
   return true;

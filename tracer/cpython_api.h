@@ -209,8 +209,10 @@ struct LineCursor {
   uint32_t start = 0, end = 0;     // byte offsets the current entry covers
   int32_t first = 0, computed = 0, line = -1;
 };
-// False when this interpreter's tables are not read here (the cursor stays unusable).
-bool line_cursor_init(LineCursor& c, PyObject* code);
+// From the code object's co_linetable and co_firstlineno (the caller looks them up, with
+// its cached attribute names). False when this interpreter's tables are not read here, or
+// the values are not bytes and int (the cursor stays unusable).
+bool line_cursor_init(LineCursor& c, PyObject* linetable, PyObject* firstlineno);
 int frame_line(PyObject* frame, LineCursor* c);
 
 }  // namespace imptrace

@@ -338,7 +338,12 @@ CodeInfo& code_info(PyObject* code, CodeInfo& scratch) {
   slot = ci;
   slot.code = code;
   slot.generation = TW::generation();
-  if (!ci.importlib && !line_cursor_init(slot.lines, code)) slot.lines = LineCursor();
+  if (!ci.importlib && py.PyFrame_GetLasti) {
+    Ref table(getattr_s(code, "co_linetable"));
+    Ref first(table ? getattr_s(code, "co_firstlineno") : nullptr);
+    if (!first) py.PyErr_Clear();
+    line_cursor_init(slot.lines, table.get(), first.get());
+  }
   if (old) py.Py_DecRef(old);
   return slot;
 }
