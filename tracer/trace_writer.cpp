@@ -57,7 +57,7 @@ uint64_t mono_ns() {
 }
 
 // ---- string interning: open addressing over an arena; ids are dense from 1. -------------
-struct Slot { uint64_t hash; uint32_t off, len, id; };
+struct Slot { uint32_t hash, off, len, id; };  // hash: low half of hash_bytes, never 0
 Slot* g_slots = nullptr;
 size_t g_slot_cap = 0, g_slot_used = 0;
 char* g_arena = nullptr;
@@ -188,7 +188,10 @@ constexpr size_t kUnwrittenHeader = 6;
 constexpr size_t kCommitBytes = 8;
 constexpr uint64_t kFirstChunk = 16 << 10;  // reserve grows with the file, up to kMaxChunk:
 constexpr uint64_t kMaxChunk = 256 << 10;   // what a process that never exit()s leaves
-constexpr size_t kWindow = 1 << 20;         // mapped at a time (counts in the host's RSS)
+// Mapped at a time. Pages of the window count in the host's RSS (written ones, and
+// reserve pages the kernel maps around a fault), so it is kept small; moving it costs
+// two system calls per window.
+constexpr size_t kWindow = 128 << 10;
 
 uint8_t* g_map = nullptr;  // the window: file bytes [g_map_off, g_map_off + g_map_len)
 uint64_t g_map_off = 0;
@@ -505,8 +508,8 @@ constexpr size_t kPrefixMin = 8;
 
 uint32_t TraceWriter::intern(const char* s, size_t n) {
   if (!s || !n) return 0;
-  if (g_slot_used * 2 >= g_slot_cap && !grow_slots()) return 0;
-  uint64_t h = hash_bytes(s, n);
+  if (table_full(g_slot_used, g_slot_cap) && !grow_slots()) return 0;
+  uint32_t h = static_cast<uint32_t>(hash_bytes(s, n)) | 1;
   size_t j = h & (g_slot_cap - 1);
   while (g_slots[j].hash) {
     const Slot& sl = g_slots[j];

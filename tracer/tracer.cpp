@@ -408,7 +408,7 @@ IdentitySlot* g_ident = nullptr;
 size_t g_ident_cap = 0, g_ident_used = 0;
 
 IdentitySlot* identity_slot(uintptr_t addr, bool create) {
-  if (g_ident_used * 2 >= g_ident_cap &&
+  if (table_full(g_ident_used, g_ident_cap) &&
       !grow_table(g_ident, g_ident_cap, 4096, [](const IdentitySlot& s) -> uint64_t { return s.addr >> 4; }))
     return nullptr;
   size_t j = (addr >> 4) & (g_ident_cap - 1);
@@ -430,7 +430,7 @@ constexpr uintptr_t kTombstone = 1;
 
 bool deaths_put(PyObject* w, uintptr_t addr) {
   // Tombstones (weakrefs whose object died) are dropped when the table grows.
-  if ((g_deaths_used + 1) * 2 >= g_deaths_cap &&
+  if (table_full(g_deaths_used + 1, g_deaths_cap) &&
       !grow_table(g_deaths, g_deaths_cap, 4096,
                   [](const DeathSlot& d) -> uint64_t {
                     return d.addr == kTombstone ? 0 : reinterpret_cast<uintptr_t>(d.weakref) >> 4;
@@ -671,7 +671,7 @@ struct ModulesShadow {
   static uint64_t hash(const char* s, size_t n) { return hash_bytes(s, n); }
   bool grow() { return grow_table(slots, cap, 8192, [](const ShadowEntry& e) { return e.hash; }); }
   ShadowEntry* find(const char* k, size_t n, bool create) {
-    if (used * 2 >= cap && !grow()) return nullptr;
+    if (table_full(used, cap) && !grow()) return nullptr;
     uint64_t h = hash(k, n);
     size_t j = h & (cap - 1);
     while (slots[j].hash) {
