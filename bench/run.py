@@ -716,7 +716,9 @@ def report(args, cmdline, per_workload, cg, viewer_rows, viewer_bytes, viewer_n)
         L.append(f"| imptrace | {im:,} | {im / un:.3f} | {per} | {counts['imptrace'][1]:.1f} |")
         L.append("")
         L.append("Callgrind counts user-space instructions only: the kernel side of the "
-                 "tracer's write(2) calls shows in CPU (sys) time above, not here.")
+                 "tracer's system calls (one pwrite per reserved chunk of 16-256 KiB of trace, "
+                 "none per import, plus the page faults of its mapping) shows in CPU (sys) "
+                 "time above, not here.")
         L.append("")
         if top:
             incl, self_imp, self_un = top

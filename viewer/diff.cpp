@@ -1230,7 +1230,8 @@ class Engine {
       uint64_t bs = bi->min_self, gs = gi->min_self;
       if (bs >= gs + opt_.slower_min_ns &&
           static_cast<double>(bs) >= opt_.slower_ratio * static_cast<double>(gs)) {
-        Finding f = new_finding("import_slower", Severity::Warning, std::string(name), role, b.pos_of(name));
+        Finding f = new_finding("import_slower", opt_.slower_is_warning ? Severity::Warning : Severity::Info,
+                                std::string(name), role, b.pos_of(name));
         char ratio[32];
         snprintf(ratio, sizeof ratio, "%.1fx", gs ? static_cast<double>(bs) / gs : 0.0);
         f.summary = f.module + " import (self time) " + fmt_ms(bs) + " vs " + fmt_ms(gs) +

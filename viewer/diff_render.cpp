@@ -211,6 +211,7 @@ void write_json(const Result& r, std::ostream& out) {
   w.begin_object();
   w.field("slower_ratio", r.options.slower_ratio);
   w.field("slower_min_ms", static_cast<double>(r.options.slower_min_ns) / 1e6);
+  w.field("slower_is_warning", r.options.slower_is_warning);
   w.end_object();
   w.field("exit_status", r.exit_status());
   w.end_object();
@@ -307,7 +308,7 @@ bool parse_double(const std::string& s, double& out) {
 
 }  // namespace
 
-// --slower-threshold FACTOR[,MS] (e.g. "2x", "3x,10ms"), --slower-min-ms MS.
+// --slower-threshold FACTOR[,MS] (e.g. "2x", "3x,10ms"), --slower-min-ms MS, --fail-on-slower.
 diff::Options parse_diff_options(const ParsedArgs& a) {
   diff::Options o;
   if (a.has("--slower-threshold")) {
@@ -332,6 +333,7 @@ diff::Options parse_diff_options(const ParsedArgs& a) {
     if (!parse_double(a.get("--slower-min-ms", ""), d)) throw UsageError("--slower-min-ms wants a number");
     o.slower_min_ns = static_cast<uint64_t>(d * 1e6);
   }
+  o.slower_is_warning = a.has("--fail-on-slower");
   if (a.has("--context")) {
     double d;
     if (!parse_double(a.get("--context", ""), d) || d > 1000) throw UsageError("--context wants a number");
@@ -341,7 +343,8 @@ diff::Options parse_diff_options(const ParsedArgs& a) {
 }
 
 int run_diff(const std::vector<std::string>& args) {
-  ParsedArgs a = parse_args(args, {"--format", "--slower-threshold", "--slower-min-ms", "--context", "--color"});
+  ParsedArgs a = parse_args(args, {"--format", "--slower-threshold", "--slower-min-ms", "--context", "--color"},
+                            {"--fail-on-slower"});
   if (a.positional.size() != 2) throw UsageError("diff needs GOOD BAD (each a trace file or a directory)");
   std::string format = a.get("--format", "text");
   if (format != "text" && format != "json" && format != "markdown" && format != "md")

@@ -183,7 +183,8 @@ void write_html(const Result& r, const std::vector<model::Process>& good,
 diff::Options parse_diff_options(const ParsedArgs& a);
 
 int run_report(const std::vector<std::string>& args) {
-  ParsedArgs a = parse_args(args, {"-o", "--output", "--slower-threshold", "--slower-min-ms", "--context"});
+  ParsedArgs a = parse_args(args, {"-o", "--output", "--slower-threshold", "--slower-min-ms", "--context"},
+                            {"--fail-on-slower"});
   if (a.positional.size() != 2) throw UsageError("report needs GOOD BAD -o FILE.html");
   std::string path = a.get("-o", a.get("--output", ""));
   if (path.empty()) throw UsageError("report needs -o FILE.html");

@@ -225,10 +225,20 @@ TEST(DiffEngine, TimingThreshold) {
   ASSERT_NE(f, nullptr) << dump(r);
   EXPECT_EQ(f->module, "big");
   for (const auto& x : r.findings) EXPECT_NE(x.module, "small") << dump(r);
-  // A higher threshold on the command line silences it.
+  // Timing alone is info: the diff stays green unless asked (--fail-on-slower).
+  EXPECT_EQ(f->severity, diff::Severity::Info);
+  EXPECT_EQ(r.exit_status(), 0) << dump(r);
   diff::Options o;
+  o.slower_is_warning = true;
+  const auto strict = diff::diff_runs(good, bad, o);
+  const Finding* w = find_kind(strict.findings, "import_slower");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->severity, diff::Severity::Warning);
+  EXPECT_EQ(strict.exit_status(), 1);
+  // A higher threshold on the command line silences it.
   o.slower_ratio = 5;
   EXPECT_EQ(diff::diff_runs(good, bad, o).exit_status(), 0);
+  EXPECT_EQ(find_kind(diff::diff_runs(good, bad, o).findings, "import_slower"), nullptr);
   // A lower one finds small too.
   o.slower_ratio = 2;
   o.slower_min_ns = 5000000;
