@@ -23,6 +23,24 @@ std::string temp_dir(const std::string& name) {
   EXPECT_EQ(system(cmd.c_str()), 0);
   return d;
 }
+
+// Writes `bytes` as a trace file and reads it back the way the commands do.
+struct Loaded {
+  bool ok = false;
+  std::vector<model::Process> procs;
+  std::string error;
+  std::vector<std::string> warnings;
+};
+Loaded write_and_load(const std::string& path, const std::vector<uint8_t>& bytes) {
+  FILE* f = fopen(path.c_str(), "wb");
+  if (f) {
+    fwrite(bytes.data(), 1, bytes.size(), f);
+    fclose(f);
+  }
+  Loaded l;
+  l.ok = reader::load_traces({path}, l.procs, l.error, l.warnings);
+  return l;
+}
 }  // namespace
 
 TEST(Reader, DecodesHeaderAndRecords) {
@@ -317,17 +335,11 @@ TEST(Reader, TruncatedFileOnDiskWarns) {
   build_npugraph_scenario(b);
   auto bytes = b.bytes();
   bytes.resize(bytes.size() - 3);
-  std::string path = dir + "/cut.pb";
-  FILE* f = fopen(path.c_str(), "wb");
-  fwrite(bytes.data(), 1, bytes.size(), f);
-  fclose(f);
-  std::vector<model::Process> procs;
-  std::string error;
-  std::vector<std::string> warnings;
-  ASSERT_TRUE(reader::load_traces({path}, procs, error, warnings)) << error;
-  ASSERT_EQ(warnings.size(), 1u);
-  EXPECT_NE(warnings[0].find("truncated"), std::string::npos) << warnings[0];
-  EXPECT_TRUE(procs[0].truncated);
+  Loaded l = write_and_load(dir + "/cut.pb", bytes);
+  ASSERT_TRUE(l.ok) << l.error;
+  ASSERT_EQ(l.warnings.size(), 1u);
+  EXPECT_NE(l.warnings[0].find("truncated"), std::string::npos) << l.warnings[0];
+  EXPECT_TRUE(l.procs[0].truncated);
 }
 
 // The tracer reserves file space ahead of its records as one `Trace.unwritten` field
@@ -370,17 +382,11 @@ TEST(Reader, ReserveOfAnUnfinishedFileIsSkipped) {
     EXPECT_FALSE(p.truncated);
     EXPECT_TRUE(p.warnings.empty()) << p.warnings[0];
     // The same through a file (the streaming source skips with a seek).
-    std::string path = dir + "/t" + std::to_string(n++) + ".pb";
-    FILE* f = fopen(path.c_str(), "wb");
-    fwrite(bytes.data(), 1, bytes.size(), f);
-    fclose(f);
-    std::vector<model::Process> procs;
-    std::string error;
-    std::vector<std::string> warnings;
-    ASSERT_TRUE(reader::load_traces({path}, procs, error, warnings)) << error;
-    ASSERT_EQ(procs.size(), 1u);
-    EXPECT_EQ(procs[0].imports.size(), full.imports.size());
-    EXPECT_TRUE(warnings.empty()) << warnings[0];
+    Loaded l = write_and_load(dir + "/t" + std::to_string(n++) + ".pb", bytes);
+    ASSERT_TRUE(l.ok) << l.error;
+    ASSERT_EQ(l.procs.size(), 1u);
+    EXPECT_EQ(l.procs[0].imports.size(), full.imports.size());
+    EXPECT_TRUE(l.warnings.empty()) << l.warnings[0];
   }
   // A process that died before its header was committed: an empty trace.
   model::Process p;
