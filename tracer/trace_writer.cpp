@@ -303,8 +303,35 @@ bool reserve_to(uint64_t end) {
   return true;
 }
 
+// A file system that cannot map the file shared (or IMPTRACE_MMAP=0): each batch is
+// written with one pwritev at the end, no reserve. Whole batches too, one system call
+// per import.
+bool g_direct = false;
+
+bool append_direct(const wire::ByteBuf& a, const wire::ByteBuf& b) {
+  struct iovec iov[2] = {{a.p, a.n}, {b.p, b.n}};
+  int first = a.n ? 0 : 1;
+  while (first < 2) {
+    ssize_t w = pwritev(g_fd, iov + first, 2 - first, static_cast<off_t>(g_len));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) { if (!w) errno = ENOSPC; return false; }
+    g_len += static_cast<uint64_t>(w);
+    size_t done = static_cast<size_t>(w);
+    while (first < 2 && done >= iov[first].iov_len) { done -= iov[first].iov_len; ++first; }
+    if (first < 2) {
+      iov[first].iov_base = static_cast<uint8_t*>(iov[first].iov_base) + done;
+      iov[first].iov_len -= done;
+    }
+  }
+  g_cap = g_len;
+  return true;
+}
+
+void trim_reserve();
+
 // Strings and records of one flush, committed together.
 bool append(const wire::ByteBuf& a, const wire::ByteBuf& b) {
+  if (g_direct) return append_direct(a, b);
   uint8_t pad[kCommitBytes] = {};
   size_t n = a.n + b.n, npad = 0;
   if (n < kCommitBytes) {  // too short for the commit store: add an empty unwritten field
@@ -314,7 +341,12 @@ bool append(const wire::ByteBuf& a, const wire::ByteBuf& b) {
   }
   uint64_t total = n + npad;
   uint64_t end = g_len + total + kUnwrittenHeader;
-  if (!map_window(g_len, end)) return false;
+  if (!map_window(g_len, end)) {
+    trim_reserve();
+    if (g_cap != g_len) return false;
+    g_direct = true;
+    return append_direct(a, b);
+  }
   if (end > g_cap && !reserve_to(end)) return false;
   uint8_t* dst = g_map + (g_len - g_map_off);
   // Gather a, b, pad; the first kCommitBytes go aside for the commit store.
@@ -469,6 +501,8 @@ void TraceWriter::init() {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   g_start_unix_ns = static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  const char* m = getenv("IMPTRACE_MMAP");
+  g_direct = m && strcmp(m, "0") == 0;
   pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 

@@ -190,3 +190,25 @@ def test_native_stacks_on_request(py, tmp_path):
     run([py, "-c", "import json"], traced=True, outdir=str(tmp_path / "off"))
     imports = export(traces(str(tmp_path / "off"))[0])["processes"][0]["imports"]
     assert not any("native_stack" in i for i in imports)
+
+
+def test_direct_writes_record_the_same(tmp_path):
+    """IMPTRACE_MMAP=0 (also the fallback where a file cannot be mapped): one pwritev per
+    import, no reserve; the same imports recorded, and a SIGKILLed trace still whole."""
+    code = "import json, csv, decimal, email.message\n"
+    names = {}
+    for mode in ("1", "0"):
+        out = tmp_path / ("mmap" + mode)
+        r = run([PY, "-c", code], traced=True, outdir=str(out), env={"IMPTRACE_MMAP": mode})
+        assert r.returncode == 0, r.stderr
+        f = traces(str(out))[0]
+        assert not reserve_left(f)
+        names[mode] = [i["name"] for i in export(f)["processes"][0]["imports"]]
+    assert names["0"] == names["1"]
+    out = tmp_path / "killed"
+    r = run([PY, "-c", "import json, csv, os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n"],
+            traced=True, outdir=str(out), env={"IMPTRACE_MMAP": "0"})
+    assert r.returncode == -signal.SIGKILL
+    f = traces(str(out))[0]
+    assert not reserve_left(f)
+    assert {"json", "csv"} <= {i["name"] for i in export(f)["processes"][0]["imports"]}
