@@ -229,7 +229,7 @@ def run_once(argv, env, cwd, stderr_devnull=False):
     return r
 
 
-CONTENDERS = ["untraced", "imptrace", "importtime", "pywrapper"]
+CONTENDERS = ["untraced", "imptrace", "imptrace+native", "importtime", "pywrapper"]
 
 
 def command(workload, contender, src, suite, lib, tracedir):
@@ -241,10 +241,12 @@ def command(workload, contender, src, suite, lib, tracedir):
         target, cwd = [os.path.join(src, f"{workload}_main.py")], src
     if contender == "untraced":
         argv = [PY] + target
-    elif contender == "imptrace":
+    elif contender in ("imptrace", "imptrace+native"):
         argv = [PY] + target
         env["LD_PRELOAD"] = lib
         env["IMPTRACE_OUTPUT"] = tracedir + "/"
+        if contender == "imptrace+native":
+            env["IMPTRACE_NATIVE_STACKS"] = "1"
     elif contender == "importtime":
         argv = [PY, "-X", "importtime"] + target
     elif contender == "pywrapper":
@@ -314,9 +316,9 @@ def bench_workload(workload, rounds, src, suite, lib, viewer, scratch, log):
             tracedir = os.path.join(scratch, f"trace-{workload}-{rnd}-{c}")
             argv, env, cwd = command(workload, c, src, suite, lib, tracedir)
             r = run_once(argv, env, cwd, stderr_devnull=(c == "importtime"))
-            if c == "imptrace":
+            if c.startswith("imptrace"):
                 r.trace_bytes = dir_bytes(tracedir)
-                if imports is None:
+                if imports is None and c == "imptrace":
                     imports, nproc_traced = count_imports(viewer, tracedir)
                     composition = trace_composition(tracedir)
                 shutil.rmtree(tracedir, ignore_errors=True)
@@ -344,8 +346,8 @@ def summarize(workload, results, imports):
             "cpu": cpu, "cpu_ratio": cpu / bc,
             "us_wall": (w - bw) / imports * 1e6, "us_cpu": (cpu - bc) / imports * 1e6,
             "rss": rss / 1024, "rss_added": (rss - br) / 1024,
-            "bytes_per_import": (med([r.trace_bytes for r in rs]) / imports) if c == "imptrace" else None,
-            "trace_bytes": med([r.trace_bytes for r in rs]) if c == "imptrace" else None,
+            "bytes_per_import": (med([r.trace_bytes for r in rs]) / imports) if c.startswith("imptrace") else None,
+            "trace_bytes": med([r.trace_bytes for r in rs]) if c.startswith("imptrace") else None,
         }
         rows.append(row)
     return rows
@@ -676,7 +678,7 @@ def report(args, cmdline, per_workload, cg, viewer_rows, viewer_bytes, viewer_n)
         L.append("- **WARNING: libimptrace.so or imptrace changed during the run; figures mix "
                  "builds. Benchmark a private build (`--build`).**")
     L.append(f"- command: `{cmdline}`")
-    L.append(f"- procedure: contenders alternate A B C D each round; one warm-up round discarded; "
+    L.append(f"- procedure: contenders alternate A B C D E each round; one warm-up round discarded; "
              f"medians over the measured rounds; ratio = median / untraced median; "
              f"\"paired\" = median of per-round ratios")
     L.append("")

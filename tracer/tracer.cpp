@@ -1317,19 +1317,47 @@ void record_sys_path_if_changed() {
 // privately (RTLD_LOCAL), so nothing of it joins the host's symbol scope - unlike linking
 // libunwind, whose exported _Unwind_* would take over every C++ exception of the host.
 constexpr int kNativeDepth = 48;
+// dladdr walks the loader's tables for every address; the same return addresses (the
+// interpreter's own call chain) come back at every import, so what it said is kept per
+// address (direct-mapped, string ids valid for one file generation).
+struct NativePc {
+  void* pc;
+  uint32_t generation, object, symbol;
+  uintptr_t offset;
+  bool ours;  // a frame of this library: left out
+};
+constexpr size_t kNativePcs = 4096;
+NativePc* g_native_pcs = nullptr;  // allocated on first use (only with native stacks on)
+
+const NativePc* native_pc(void* pc) {
+  if (!g_native_pcs) {
+    g_native_pcs = static_cast<NativePc*>(calloc(kNativePcs, sizeof(NativePc)));
+    if (!g_native_pcs) return nullptr;
+  }
+  NativePc& e = g_native_pcs[(reinterpret_cast<uintptr_t>(pc) >> 2) & (kNativePcs - 1)];
+  if (e.pc == pc && e.generation == TW::generation()) return &e;
+  static Dl_info self;
+  static bool self_known = dladdr(reinterpret_cast<void*>(&native_pc), &self) != 0;
+  Dl_info info;
+  if (!dladdr(pc, &info) || !info.dli_fname) return nullptr;
+  e.pc = pc;
+  e.generation = TW::generation();
+  e.ours = self_known && info.dli_fbase == self.dli_fbase;
+  e.object = TW::intern(info.dli_fname);
+  e.offset = reinterpret_cast<uintptr_t>(pc) - reinterpret_cast<uintptr_t>(info.dli_fbase);
+  e.symbol = info.dli_sname ? TW::intern(info.dli_sname) : 0;
+  return &e;
+}
+
 void put_native_stack(wire::ByteBuf& b, void* const* frames, int n) {
-  Dl_info self;
-  if (!dladdr(reinterpret_cast<void*>(&put_native_stack), &self)) self.dli_fbase = nullptr;
   for (int i = 0; i < n; ++i) {
-    Dl_info info;
     // A return address points after the call; -1 keeps it inside the calling function.
-    void* pc = static_cast<char*>(frames[i]) - 1;
-    if (!dladdr(pc, &info) || !info.dli_fname) continue;
-    if (info.dli_fbase == self.dli_fbase) continue;  // our own frames
+    const NativePc* e = native_pc(static_cast<char*>(frames[i]) - 1);
+    if (!e || e->ours) continue;
     auto m = wire::begin_message(b, Import::native_stack);
-    wire::put_uint(b, NativeFrame::object, TW::intern(info.dli_fname));
-    wire::put_uint(b, NativeFrame::offset, reinterpret_cast<uintptr_t>(pc) - reinterpret_cast<uintptr_t>(info.dli_fbase));
-    wire::put_uint(b, NativeFrame::symbol, info.dli_sname ? TW::intern(info.dli_sname) : 0);
+    wire::put_uint(b, NativeFrame::object, e->object);
+    wire::put_uint(b, NativeFrame::offset, e->offset);
+    wire::put_uint(b, NativeFrame::symbol, e->symbol);
     wire::end_message(b, m);
   }
 }
