@@ -703,31 +703,32 @@ void build_facts(ProcFacts& f) {
   }
 
   // One file, two module objects; one object under two names.
-  // (file, import position): sorted by file, each file's imports stay in import order.
-  struct FileUse {
-    SV file;
-    uint32_t i;
+  // Imports of module objects grouped by file (each group in import order, chained through
+  // `next_use`); only files imported more than once are then sorted, by name.
+  struct FileUses {
+    uint32_t first = 0, last = 0, count = 0;
   };
-  std::vector<FileUse> uses;
-  uses.reserve(p.imports.size());
+  NameTable<FileUses> by_file;
+  std::vector<uint32_t> next_use(p.imports.size(), UINT32_MAX);
   for (size_t i = 0; i < p.imports.size(); ++i) {
     const Import& im = p.imports[i];
     if (!im.ok || !im.object.present || !im.object.is_plain_module()) continue;
     const std::string& file = !im.object.file.empty() ? im.object.file : im.file;
     if (file.empty() || file[0] != '/') continue;
-    uses.push_back({SV(file), static_cast<uint32_t>(i)});
+    FileUses& u = *by_file.emplace(file).first;
+    if (u.count++) next_use[u.last] = static_cast<uint32_t>(i);
+    else u.first = static_cast<uint32_t>(i);
+    u.last = static_cast<uint32_t>(i);
   }
-  std::sort(uses.begin(), uses.end(), [](const FileUse& a, const FileUse& b) {
-    return a.file != b.file ? a.file < b.file : a.i < b.i;
-  });
+  std::vector<uint32_t> shared;  // positions in by_file
+  for (size_t k = 0; k < by_file.size(); ++k)
+    if (by_file.value(k).count > 1) shared.push_back(static_cast<uint32_t>(k));
+  std::sort(shared.begin(), shared.end(), [&](uint32_t a, uint32_t b) { return by_file.key(a) < by_file.key(b); });
   std::vector<std::pair<uint64_t, SV>> v;
-  for (size_t lo = 0, hi; lo < uses.size(); lo = hi) {
-    hi = lo + 1;
-    while (hi < uses.size() && uses[hi].file == uses[lo].file) ++hi;
-    if (hi - lo < 2) continue;
+  for (uint32_t k : shared) {
     v.clear();
-    for (size_t k = lo; k < hi; ++k) {
-      const Import& im = p.imports[uses[k].i];
+    for (uint32_t i = by_file.value(k).first; i != UINT32_MAX; i = next_use[i]) {
+      const Import& im = p.imports[i];
       bool seen = false;
       for (const auto& x : v) seen |= x.first == im.object.id;
       if (!seen) v.emplace_back(im.object.id, SV(im.name));
@@ -736,7 +737,7 @@ void build_facts(ProcFacts& f) {
     std::vector<std::string> names;
     for (const auto& x : v) names.emplace_back(x.second);
     std::sort(names.begin(), names.end());
-    std::string sig = "file " + norm(std::string(uses[lo].file)) + " executed as " +
+    std::string sig = "file " + norm(std::string(by_file.key(k))) + " executed as " +
                       std::to_string(names.size()) + " module objects:";
     for (const auto& n : names) sig += " " + n;
     f.duplicates.emplace_back(sig, names[0]);
@@ -1228,7 +1229,7 @@ class Engine {
   void compare_duplicates(const Group& g, const Group& b, const std::string& role) {
     for (const auto& kv : b.dup_sigs) {
       if (g.dup_sigs.count(kv.first)) continue;
-      Finding f = new_finding("duplicate_module", Severity::Warning, kv.second.second, role, b.pos_of(f.module));
+      Finding f = new_finding("duplicate_module", Severity::Warning, kv.second.second, role, b.pos_of(kv.second.second));
       f.summary = kv.first;
       f.bad = kv.first;
       f.good = "not so";
