@@ -6,7 +6,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -16,6 +15,7 @@
 #include <memory>
 #include <unordered_map>
 
+#include "prefault.h"
 #include "records.h"
 #include "wire.h"
 
@@ -753,24 +753,6 @@ std::string plural(size_t n, const char* word) {
   return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
 }
 
-// Maps in the pages of a record vector's reserved capacity in one system call. Each record
-// is decoded straight into that memory, and touching it page by page costs one page
-// fault per 4 KiB: on virtual machines that was a fifth of the reading time. Only worth
-// it for big vectors (malloc gives those their own mapping); a kernel without
-// MADV_POPULATE_WRITE (before 5.14) refuses it and pages fault in as before.
-template <class T> void prefault(std::vector<T>& v) {
-#ifdef MADV_POPULATE_WRITE
-  size_t bytes = (v.capacity() - v.size()) * sizeof(T);
-  if (bytes < (size_t(1) << 20)) return;
-  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  uintptr_t from = reinterpret_cast<uintptr_t>(v.data() + v.size());
-  uintptr_t first = (from + page - 1) & ~(page - 1), last = (from + bytes) & ~(page - 1);
-  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_WRITE);
-#else
-  (void)v;
-#endif
-}
-
 // A first pass over the framing that only counts records by kind, so the record vectors
 // are allocated once at their final size (no regrowth: fewer copies and page faults).
 // Stops at the first irregularity; the main pass deals with those.
@@ -793,10 +775,10 @@ void reserve_records(ByteSource& src, model::Process& out) {
   out.bindings.reserve(out.bindings.size() + n[F::Record::binding]);
   out.modules_changes.reserve(out.modules_changes.size() + n[F::Record::modules_change]);
   out.proxy_accesses.reserve(out.proxy_accesses.size() + n[F::Record::proxy_access]);
-  prefault(out.imports);
-  prefault(out.bindings);
-  prefault(out.modules_changes);
-  prefault(out.proxy_accesses);
+  prefault_capacity(out.imports);
+  prefault_capacity(out.bindings);
+  prefault_capacity(out.modules_changes);
+  prefault_capacity(out.proxy_accesses);
 }
 
 // The framing loop shared by files and memory.
