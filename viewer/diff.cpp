@@ -10,7 +10,6 @@
 #include <set>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 
 namespace imptrace {
 namespace diff {
@@ -239,6 +238,88 @@ uint64_t mix(uint64_t h, uint64_t v) {
 }
 uint64_t hs(SV s) { return std::hash<SV>()(s); }
 
+struct NameHash {
+  uint64_t operator()(SV s) const { return hs(s); }
+};
+// Object ids are addresses (aligned, close together): spread them over the whole word.
+struct IdHash {
+  uint64_t operator()(uint64_t x) const {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return x;
+  }
+};
+
+// A map whose entries stay in first-insertion order, for the per-process tables of
+// 100,000s of names: keys and values live in two vectors (iteration is a walk over an
+// array, and its order is deterministic), found through an open-addressing index of
+// (hash, position) slots. No node per entry, no pointer chasing on lookup. Values move
+// when the table grows: hold positions, not references, across an emplace.
+template <class K, class V, class Hash>
+class OrderedTable {
+ public:
+  void reserve(size_t n) {
+    keys_.reserve(n);
+    values_.reserve(n);
+    if (n * 2 > slots_.size()) rehash(n * 2);
+  }
+  // The value under `key` and whether it was just inserted (value-initialised).
+  std::pair<V*, bool> emplace(const K& key) {
+    if ((keys_.size() + 1) * 2 > slots_.size()) rehash(std::max<size_t>(16, slots_.size() * 2));
+    uint64_t h = Hash()(key);
+    size_t i = h & (slots_.size() - 1);
+    for (;; i = (i + 1) & (slots_.size() - 1)) {
+      Slot& s = slots_[i];
+      if (!s.pos) break;
+      if (s.tag == static_cast<uint32_t>(h >> 32) && keys_[s.pos - 1] == key) return {&values_[s.pos - 1], false};
+    }
+    slots_[i] = {static_cast<uint32_t>(h >> 32), static_cast<uint32_t>(keys_.size() + 1)};
+    keys_.push_back(key);
+    values_.emplace_back();
+    return {&values_.back(), true};
+  }
+  const V* find(const K& key) const {
+    if (slots_.empty()) return nullptr;
+    uint64_t h = Hash()(key);
+    for (size_t i = h & (slots_.size() - 1);; i = (i + 1) & (slots_.size() - 1)) {
+      const Slot& s = slots_[i];
+      if (!s.pos) return nullptr;
+      if (s.tag == static_cast<uint32_t>(h >> 32) && keys_[s.pos - 1] == key) return &values_[s.pos - 1];
+    }
+  }
+  V* find(const K& key) { return const_cast<V*>(static_cast<const OrderedTable*>(this)->find(key)); }
+
+  size_t size() const { return keys_.size(); }
+  const K& key(size_t i) const { return keys_[i]; }
+  const std::vector<K>& keys() const { return keys_; }
+  V& value(size_t i) { return values_[i]; }
+  const V& value(size_t i) const { return values_[i]; }
+  std::vector<V>& values() { return values_; }
+  const std::vector<V>& values() const { return values_; }
+
+ private:
+  struct Slot {
+    uint32_t tag;  // high half of the key's hash
+    uint32_t pos;  // position in keys_ + 1; 0 = empty
+  };
+  void rehash(size_t n) {
+    size_t cap = 16;
+    while (cap < n) cap *= 2;
+    slots_.assign(cap, Slot{0, 0});
+    for (size_t k = 0; k < keys_.size(); ++k) {
+      uint64_t h = Hash()(keys_[k]);
+      size_t i = h & (cap - 1);
+      while (slots_[i].pos) i = (i + 1) & (cap - 1);
+      slots_[i] = {static_cast<uint32_t>(h >> 32), static_cast<uint32_t>(k + 1)};
+    }
+  }
+  std::vector<Slot> slots_;
+  std::vector<K> keys_;
+  std::vector<V> values_;
+};
+template <class V> using NameTable = OrderedTable<SV, V, NameHash>;
+
 enum RelKind : uint8_t { kNew = 0, kSameAsKey = 1, kSameAsEntry = 2 };
 
 struct Lean {
@@ -270,8 +351,40 @@ struct Entry {
   bool removed = false;
 };
 
+// A key's entries. Nearly every key holds one object for the whole run: the first entry
+// sits inline, so 100,000s of keys cost no allocation each; later ones go to `rest_`.
+class LeanList {
+ public:
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  Lean& operator[](size_t i) { return i ? rest_[i - 1] : first_; }
+  const Lean& operator[](size_t i) const { return i ? rest_[i - 1] : first_; }
+  Lean& back() { return (*this)[n_ - 1]; }
+  void push_back(const Lean& e) {
+    if (n_) rest_.push_back(e);
+    else first_ = e;
+    ++n_;
+  }
+  template <class L, class T> struct Iter {
+    L* list;
+    size_t i;
+    T& operator*() const { return (*list)[i]; }
+    Iter& operator++() { ++i; return *this; }
+    bool operator!=(const Iter& o) const { return i != o.i; }
+  };
+  Iter<LeanList, Lean> begin() { return {this, 0}; }
+  Iter<LeanList, Lean> end() { return {this, n_}; }
+  Iter<const LeanList, const Lean> begin() const { return {this, 0}; }
+  Iter<const LeanList, const Lean> end() const { return {this, n_}; }
+
+ private:
+  Lean first_;
+  std::vector<Lean> rest_;
+  size_t n_ = 0;
+};
+
 struct KeyHistory {
-  std::vector<Lean> entries;
+  LeanList entries;
   int64_t current = -1;
   uint64_t sig = 0;
   bool has_proxy = false;
@@ -323,12 +436,11 @@ struct ProcFacts {
   int index = 0;
   std::string group, worker, role;
   std::unique_ptr<PathNorm> norm;
-  std::unordered_map<SV, KeyHistory> keys;
-  std::vector<SV> key_order;
-  std::unordered_map<SV, ModFacts> mods;
-  std::vector<SV> mod_order;                      // first-import order
+  NameTable<KeyHistory> keys;                     // in order of first appearance
+  NameTable<ModFacts> mods;                       // in first-import order
   std::vector<uint32_t> main_seq;                 // positions in imports, main thread
-  std::unordered_map<uint64_t, SV> first_key_of;
+  std::vector<uint32_t> mod_of;                   // per import: its position in `mods`
+  OrderedTable<uint64_t, SV, IdHash> first_key_of;
   std::vector<BindingFact> bindings;
   std::vector<AccessFact> accesses;
   std::vector<std::pair<std::string, std::string>> duplicates;  // (sig, module)
@@ -393,22 +505,20 @@ void build_history(ProcFacts& f) {
   f.keys.reserve(p.imports.size() + 16);
   f.first_key_of.reserve(p.imports.size() + 16);
 
-  auto history = [&](SV key) -> KeyHistory& {
-    auto ins = f.keys.emplace(key, KeyHistory());
-    if (ins.second) f.key_order.push_back(key);
-    return ins.first->second;
-  };
+  auto history = [&](SV key) -> KeyHistory& { return *f.keys.emplace(key).first; };
   auto push = [&](KeyHistory& h, SV key, const ObjectRef& obj, bool via_import,
                   uint64_t t) -> Lean& {
     Lean e;
     e.obj = &obj;
     e.via_import = via_import;
     e.time_ns = t;
-    auto fk = f.first_key_of.emplace(obj.id, key);
-    if (!fk.second) {
-      if (fk.first->second != key) {
+    auto fk = f.first_key_of.emplace(obj.id);
+    if (fk.second) {
+      *fk.first = key;
+    } else {
+      if (*fk.first != key) {
         e.rel = kSameAsKey;
-        e.rel_key = fk.first->second;
+        e.rel_key = *fk.first;
       } else {
         e.rel = kSameAsEntry;
         for (size_t i = 0; i < h.entries.size(); ++i)
@@ -428,10 +538,10 @@ void build_history(ProcFacts& f) {
     if (ev.order == 0) {
       const auto& c = p.modules_changes[ev.i];
       if (c.op == model::ChangeOp::Clear) {
-        for (auto& kv : f.keys)
-          if (kv.second.current >= 0) {
-            kv.second.entries[kv.second.current].removed = true;
-            kv.second.current = -1;
+        for (auto& h : f.keys.values())
+          if (h.current >= 0) {
+            h.entries[h.current].removed = true;
+            h.current = -1;
           }
         continue;
       }
@@ -471,9 +581,9 @@ void build_history(ProcFacts& f) {
   // Signatures: structure only. Import-system entries do not carry their origin (that is
   // origin_changed's business); assigned objects do.
   static const uint64_t kModuleHash = hs("module");
-  for (auto& kv : f.keys) {
+  for (auto& h : f.keys.values()) {
     uint64_t sig = 0x51;
-    for (const auto& e : kv.second.entries) {
+    for (const auto& e : h.entries) {
       sig = mix(sig, e.before_trace ? 3 : e.via_import ? 1 : 2);
       sig = mix(sig, e.obj->is_plain_module() ? kModuleHash : hs(e.obj->type));
       sig = mix(sig, e.obj->is_proxy() ? 7 : 5);
@@ -483,7 +593,7 @@ void build_history(ProcFacts& f) {
       if (e.rel == kSameAsEntry) sig = mix(sig, e.rel_entry);
       sig = mix(sig, e.removed ? 11 : 13);
     }
-    kv.second.sig = sig;
+    h.sig = sig;
   }
 }
 
@@ -501,16 +611,15 @@ void build_facts(ProcFacts& f) {
     if (im.parent_pos >= 0 && static_cast<size_t>(im.parent_pos) < child_ns.size())
       child_ns[im.parent_pos] += im.duration_ns();
   uint64_t main_thread = p.imports.empty() ? 0 : p.imports[0].thread;
-  f.mods.reserve(p.imports.size() + 16);
+  f.mods.reserve(p.imports.size());
+  f.mod_of.resize(p.imports.size());
   for (size_t i = 0; i < p.imports.size(); ++i) {
     const Import& im = p.imports[i];
     if (im.thread == main_thread) f.main_seq.push_back(static_cast<uint32_t>(i));
-    auto ins = f.mods.emplace(im.name, ModFacts());
-    ModFacts& m = ins.first->second;
-    if (ins.second) {
-      m.pos = i;
-      f.mod_order.push_back(im.name);
-    }
+    auto ins = f.mods.emplace(im.name);
+    ModFacts& m = *ins.first;
+    if (ins.second) m.pos = i;
+    f.mod_of[i] = static_cast<uint32_t>(ins.first - f.mods.values().data());
     if (im.ok) {
       if (!m.ok) {
         m.ok = true;
@@ -524,8 +633,7 @@ void build_facts(ProcFacts& f) {
       if (!seen) m.failed.emplace_back(&f, &im);
     }
   }
-  for (auto& kv : f.mods) {
-    ModFacts& m = kv.second;
+  for (auto& m : f.mods.values()) {
     if (!m.ok) continue;
     m.okp = &f;
     m.okm = &m;
@@ -539,15 +647,15 @@ void build_facts(ProcFacts& f) {
   for (const auto& b : p.bindings) {
     BindingFact bf;
     bf.b = &b;
-    auto it = f.keys.find(b.parent);
-    if (!b.bound_on.present || it == f.keys.end() || it->second.entries.empty()) {
+    const KeyHistory* parent = f.keys.find(b.parent);
+    if (!b.bound_on.present || !parent || parent->entries.empty()) {
       bf.rel = kUnknown;
     } else {
-      const auto& es = it->second.entries;
+      const auto& es = parent->entries;
       int64_t at = -1;
       for (size_t i = 0; i < es.size(); ++i)
         if (es[i].time_ns <= b.time_ns) at = static_cast<int64_t>(i);
-      const Lean* last = it->second.current >= 0 ? &es[it->second.current] : nullptr;
+      const Lean* last = parent->current >= 0 ? &es[parent->current] : nullptr;
       if (at >= 0 && es[at].obj->id == b.bound_on.id) {
         if (last && last->obj->id == b.bound_on.id) {
           bf.rel = kCurrent;
@@ -577,8 +685,8 @@ void build_facts(ProcFacts& f) {
   for (const auto& a : p.proxy_accesses) {
     AccessFact af;
     af.a = &a;
-    auto fk = a.proxy.present ? f.first_key_of.find(a.proxy.id) : f.first_key_of.end();
-    if (fk != f.first_key_of.end()) af.story = fk->second;
+    const SV* fk = a.proxy.present ? f.first_key_of.find(a.proxy.id) : nullptr;
+    if (fk) af.story = *fk;
     else if (!a.proxy.name.empty()) af.story = a.proxy.name;
     else af.story = a.forwarded_to.name;
     uint64_t sig = mix(hs(af.story), hs(a.proxy.type));
@@ -595,31 +703,32 @@ void build_facts(ProcFacts& f) {
   }
 
   // One file, two module objects; one object under two names.
-  // (file, import position): sorted by file, each file's imports stay in import order.
-  struct FileUse {
-    SV file;
-    uint32_t i;
+  // Imports of module objects grouped by file (each group in import order, chained through
+  // `next_use`); only files imported more than once are then sorted, by name.
+  struct FileUses {
+    uint32_t first = 0, last = 0, count = 0;
   };
-  std::vector<FileUse> uses;
-  uses.reserve(p.imports.size());
+  NameTable<FileUses> by_file;
+  std::vector<uint32_t> next_use(p.imports.size(), UINT32_MAX);
   for (size_t i = 0; i < p.imports.size(); ++i) {
     const Import& im = p.imports[i];
     if (!im.ok || !im.object.present || !im.object.is_plain_module()) continue;
     const std::string& file = !im.object.file.empty() ? im.object.file : im.file;
     if (file.empty() || file[0] != '/') continue;
-    uses.push_back({SV(file), static_cast<uint32_t>(i)});
+    FileUses& u = *by_file.emplace(file).first;
+    if (u.count++) next_use[u.last] = static_cast<uint32_t>(i);
+    else u.first = static_cast<uint32_t>(i);
+    u.last = static_cast<uint32_t>(i);
   }
-  std::sort(uses.begin(), uses.end(), [](const FileUse& a, const FileUse& b) {
-    return a.file != b.file ? a.file < b.file : a.i < b.i;
-  });
+  std::vector<uint32_t> shared;  // positions in by_file
+  for (size_t k = 0; k < by_file.size(); ++k)
+    if (by_file.value(k).count > 1) shared.push_back(static_cast<uint32_t>(k));
+  std::sort(shared.begin(), shared.end(), [&](uint32_t a, uint32_t b) { return by_file.key(a) < by_file.key(b); });
   std::vector<std::pair<uint64_t, SV>> v;
-  for (size_t lo = 0, hi; lo < uses.size(); lo = hi) {
-    hi = lo + 1;
-    while (hi < uses.size() && uses[hi].file == uses[lo].file) ++hi;
-    if (hi - lo < 2) continue;
+  for (uint32_t k : shared) {
     v.clear();
-    for (size_t k = lo; k < hi; ++k) {
-      const Import& im = p.imports[uses[k].i];
+    for (uint32_t i = by_file.value(k).first; i != UINT32_MAX; i = next_use[i]) {
+      const Import& im = p.imports[i];
       bool seen = false;
       for (const auto& x : v) seen |= x.first == im.object.id;
       if (!seen) v.emplace_back(im.object.id, SV(im.name));
@@ -628,13 +737,14 @@ void build_facts(ProcFacts& f) {
     std::vector<std::string> names;
     for (const auto& x : v) names.emplace_back(x.second);
     std::sort(names.begin(), names.end());
-    std::string sig = "file " + norm(std::string(uses[lo].file)) + " executed as " +
+    std::string sig = "file " + norm(std::string(by_file.key(k))) + " executed as " +
                       std::to_string(names.size()) + " module objects:";
     for (const auto& n : names) sig += " " + n;
     f.duplicates.emplace_back(sig, names[0]);
   }
-  for (const auto& key : f.key_order) {
-    for (const auto& e : f.keys[key].entries) {
+  for (size_t k = 0; k < f.keys.size(); ++k) {
+    SV key = f.keys.key(k);
+    for (const auto& e : f.keys.value(k).entries) {
       if (!e.obj->is_plain_module() || e.rel != kSameAsKey) continue;
       f.duplicates.emplace_back("module object under two names: " + std::string(key) + " " +
                                     relation_text(e),
@@ -665,15 +775,13 @@ struct Group {
   using GMod = ModFacts;
   // A group of one process reads its process's tables; larger groups build their union.
   const ProcFacts* solo = nullptr;
-  std::unordered_map<SV, GKey> own_keys;
-  std::unordered_map<SV, GMod> own_mods;
-  const std::unordered_map<SV, GMod>* mods = nullptr;  // set by build()
+  NameTable<GKey> own_keys;
+  NameTable<GMod> own_mods;
+  const NameTable<GMod>* mods = nullptr;  // set by build(); first process's order then others'
   std::unordered_map<uint64_t, std::pair<const ProcFacts*, const BindingFact*>> binding_sigs;
   std::unordered_map<uint64_t, std::vector<std::pair<const ProcFacts*, const AccessFact*>>> access_sigs;
   std::unordered_map<uint64_t, std::pair<const ProcFacts*, const AccessFact*>> access_by_attr;
   std::unordered_map<std::string, std::pair<const ProcFacts*, std::string>> dup_sigs;
-  std::vector<SV> own_mod_order;
-  const std::vector<SV>* mod_order = nullptr;  // set by build(); first process's order then others'
 
   static uint64_t child_key(SV parent, SV attr) { return mix(hs(parent), hs(attr)); }
 
@@ -681,52 +789,46 @@ struct Group {
   // group's view.
   const GKey* find_key(SV name, GKey& scratch) const {
     if (solo) {
-      auto it = solo->keys.find(name);
-      if (it == solo->keys.end()) return nullptr;
-      scratch.first = {solo, &it->second};
+      const KeyHistory* h = solo->keys.find(name);
+      if (!h) return nullptr;
+      scratch.first = {solo, h};
       return &scratch;
     }
-    auto it = own_keys.find(name);
-    return it == own_keys.end() ? nullptr : &it->second;
+    return own_keys.find(name);
   }
   template <class Fn> void each_key(Fn&& fn) const {
     if (solo) {
       GKey k;
-      for (const auto& kv : solo->keys) {
-        k.first = {solo, &kv.second};
-        fn(kv.first, k);
+      for (size_t i = 0; i < solo->keys.size(); ++i) {
+        k.first = {solo, &solo->keys.value(i)};
+        fn(solo->keys.key(i), k);
       }
       return;
     }
-    for (const auto& kv : own_keys) fn(kv.first, kv.second);
+    for (size_t i = 0; i < own_keys.size(); ++i) fn(own_keys.key(i), own_keys.value(i));
   }
 
   void build() {
     mods = &own_mods;
-    mod_order = &own_mod_order;
     if (procs.size() == 1) {
       solo = procs.front();
       mods = &solo->mods;
-      mod_order = &solo->mod_order;
     }
     for (const ProcFacts* f : procs) {
       if (!solo) {
         own_keys.reserve(own_keys.size() + f->keys.size());
         own_mods.reserve(own_mods.size() + f->mods.size());
-        for (const auto& key : f->key_order) {
-          const KeyHistory& h = f->keys.at(key);
-          GKey& gk = own_keys[key];
+        for (size_t i = 0; i < f->keys.size(); ++i) {
+          const KeyHistory& h = f->keys.value(i);
+          GKey& gk = *own_keys.emplace(f->keys.key(i)).first;
           if (!gk.first.first) gk.first = {f, &h};
           else if (!gk.has(h.sig)) gk.more.emplace_back(f, &h);
         }
-        for (const auto& name : f->mod_order) {
-          const ModFacts& m = f->mods.at(name);
-          auto ins = own_mods.emplace(name, GMod());
-          GMod& gm = ins.first->second;
-          if (ins.second) {
-            gm.pos = m.pos;
-            own_mod_order.push_back(name);
-          }
+        for (size_t i = 0; i < f->mods.size(); ++i) {
+          const ModFacts& m = f->mods.value(i);
+          auto ins = own_mods.emplace(f->mods.key(i));
+          GMod& gm = *ins.first;
+          if (ins.second) gm.pos = m.pos;
           if (m.ok) {
             if (!gm.okm) {
               gm.okp = f;
@@ -752,17 +854,10 @@ struct Group {
       for (const auto& d : f->duplicates) dup_sigs.emplace(d.first, std::make_pair(f, d.second));
     }
   }
-  const GMod* mod(SV name) const {
-    auto it = mods->find(name);
-    return it == mods->end() ? nullptr : &it->second;
-  }
+  const GMod* mod(SV name) const { return mods->find(name); }
   bool ok(SV name) const {
     const GMod* m = mod(name);
     return m && m->okm;
-  }
-  bool has_failed(SV name) const {
-    const GMod* m = mod(name);
-    return m && !m->failed.empty();
   }
   uint64_t pos_of(SV name) const {
     const GMod* m = mod(name);
@@ -983,9 +1078,9 @@ class Engine {
       std::string what = who + " bound on " + describe(bd.bound_on, (*pf.norm)(bd.bound_on.file));
       std::string replaced_by;
       if (bf.rel == kLaterReplaced) {
-        auto it = pf.keys.find(bd.parent);
-        if (it != pf.keys.end() && bf.replaced_by >= 0) {
-          Entry e = materialize(pf, it->second.entries[bf.replaced_by]);
+        const KeyHistory* parent = pf.keys.find(bd.parent);
+        if (parent && bf.replaced_by >= 0) {
+          Entry e = materialize(pf, parent->entries[bf.replaced_by]);
           replaced_by = describe(e.obj, e.origin);
           if (!e.set_by.empty()) replaced_by += " at " + fmt_loc(e.set_by);
         } else {
@@ -1095,11 +1190,12 @@ class Engine {
   }
 
   void compare_failed(const Group& g, const Group& b, const std::string& role) {
-    for (const auto& kv : *b.mods) {
-      if (kv.second.failed.empty()) continue;
-      SV name = kv.first;
+    for (size_t i = 0; i < b.mods->size(); ++i) {
+      const Group::GMod& bm = b.mods->value(i);
+      if (bm.failed.empty()) continue;
+      SV name = b.mods->key(i);
       const Group::GMod* gm = g.mod(name);
-      for (const auto& x : kv.second.failed) {
+      for (const auto& x : bm.failed) {
         bool known = false;
         if (gm)
           for (const auto& y : gm->failed) known |= y.second->error_type == x.second->error_type;
@@ -1133,7 +1229,7 @@ class Engine {
   void compare_duplicates(const Group& g, const Group& b, const std::string& role) {
     for (const auto& kv : b.dup_sigs) {
       if (g.dup_sigs.count(kv.first)) continue;
-      Finding f = new_finding("duplicate_module", Severity::Warning, kv.second.second, role, b.pos_of(f.module));
+      Finding f = new_finding("duplicate_module", Severity::Warning, kv.second.second, role, b.pos_of(kv.second.second));
       f.summary = kv.first;
       f.bad = kv.first;
       f.good = "not so";
@@ -1146,9 +1242,11 @@ class Engine {
     auto aggregate = [&](const Group& from, const Group& other, const char* kind, bool in_bad) {
       std::unordered_map<SV, std::vector<SV>> by_top;
       std::vector<SV> tops;
-      for (SV name : *from.mod_order) {
-        if (!from.ok(name) || other.ok(name)) continue;
-        if (other.has_failed(name)) continue;  // import_failed tells that story
+      for (size_t i = 0; i < from.mods->size(); ++i) {
+        if (!from.mods->value(i).okm) continue;
+        SV name = from.mods->key(i);
+        const Group::GMod* o = other.mod(name);
+        if (o && (o->okm || !o->failed.empty())) continue;  // import_failed tells that story
         SV t = name.substr(0, name.find('.'));
         auto ins = by_top.emplace(t, std::vector<SV>());
         if (ins.second) tops.push_back(t);
@@ -1193,9 +1291,10 @@ class Engine {
     aggregate(g, b, "module_missing", false);
 
     // Origin, loader, timing of modules in both.
-    for (SV name : *b.mod_order) {
-      const Group::GMod* bi = b.mod(name);
-      if (!bi || !bi->okm) continue;
+    for (size_t i = 0; i < b.mods->size(); ++i) {
+      const Group::GMod* bi = &b.mods->value(i);
+      if (!bi->okm) continue;
+      SV name = b.mods->key(i);
       const Group::GMod* gi = g.mod(name);
       if (!gi || !gi->okm) continue;
       const Import& bim = *bi->okm->first_ok;
@@ -1244,8 +1343,8 @@ class Engine {
   }
 
   static uint64_t first_pos(const ProcFacts& pf, SV name) {
-    auto it = pf.mods.find(name);
-    return it == pf.mods.end() ? UINT64_MAX - 2 : it->second.pos;
+    const ModFacts* m = pf.mods.find(name);
+    return m ? m->pos : UINT64_MAX - 2;
   }
 
   // First divergence of the main-thread import sequences, and an order finding.
@@ -1276,24 +1375,27 @@ class Engine {
     ctx(g, gs, d.good_context);
     ctx(b, bs, d.bad_context);
 
-    // Order of the modules both import: compare the filtered sequences.
-    std::unordered_set<SV> in_g, in_b;
-    in_g.reserve(gs.size());
-    in_b.reserve(bs.size());
-    for (uint32_t i : gs) in_g.insert(g.p->imports[i].name);
-    for (uint32_t i : bs) in_b.insert(b.p->imports[i].name);
-    std::vector<const std::string*> fg, fb;
-    std::unordered_set<SV> seen;
-    seen.reserve(gs.size());
-    for (uint32_t i : gs) {
-      const std::string& n = g.p->imports[i].name;
-      if (in_b.count(n) && seen.insert(n).second) fg.push_back(&n);
-    }
-    seen.clear();
-    for (uint32_t i : bs) {
-      const std::string& n = b.p->imports[i].name;
-      if (in_g.count(n) && seen.insert(n).second) fb.push_back(&n);
-    }
+    // Order of the modules both import: compare the filtered sequences. Names are
+    // positions in each process's module table; `other` maps one side's to the other's.
+    auto on_main = [](const ProcFacts& f) {
+      std::vector<bool> on(f.mods.size(), false);
+      for (uint32_t i : f.main_seq) on[f.mod_of[i]] = true;
+      return on;
+    };
+    const std::vector<bool> g_main = on_main(g), b_main = on_main(b);
+    auto filtered = [](const ProcFacts& f, const ProcFacts& other, const std::vector<bool>& other_main) {
+      std::vector<const std::string*> out;
+      std::vector<bool> seen(f.mods.size(), false);
+      for (uint32_t i : f.main_seq) {
+        uint32_t m = f.mod_of[i];
+        if (seen[m]) continue;
+        seen[m] = true;
+        const ModFacts* o = other.mods.find(f.mods.key(m));
+        if (o && other_main[o - other.mods.values().data()]) out.push_back(&f.p->imports[i].name.str());
+      }
+      return out;
+    };
+    std::vector<const std::string*> fg = filtered(g, b, b_main), fb = filtered(b, g, g_main);
     for (size_t i = 0; i < fg.size() && i < fb.size(); ++i) {
       if (*fg[i] == *fb[i]) continue;
       Finding f = new_finding("import_order_changed", Severity::Info, *fb[i], pair.role, first_pos(b, *fb[i]));

@@ -36,6 +36,8 @@ class Str {
  public:
   Str() noexcept = default;
   Str(const std::string& s) : r_(make(s.data(), s.size())) {}
+  // Takes the characters over (no copy): the reader builds each interned string this way.
+  Str(std::string&& s) : r_(s.empty() ? nullptr : new Rep{std::move(s), 1}) {}
   Str(const char* s) : r_(s ? make(s, strlen(s)) : nullptr) {}
   Str(std::string_view s) : r_(make(s.data(), s.size())) {}
   Str(const Str& o) noexcept : r_(o.r_) { if (r_) ++r_->refs; }

@@ -15,6 +15,7 @@
 #include <memory>
 #include <unordered_map>
 
+#include "prefault.h"
 #include "records.h"
 #include "wire.h"
 
@@ -401,7 +402,7 @@ class Decoder {
     // Prefix chains let a small file describe large strings; cap the total like a record.
     string_bytes_ += value.size();
     if (string_bytes_ > (size_t(256) << 20)) return false;
-    if (id) define_str(id, model::Str(value));
+    if (id) define_str(id, model::Str(std::move(value)));
     return true;
   }
 
@@ -467,7 +468,7 @@ class Decoder {
   }
 
   bool import_(Reader r) {
-    model::Import im;
+    model::Import& im = proc_.imports.emplace_back();
     uint64_t duration = 0;
     bool spec_name_set = false, file_set = false;
     bool ok = for_each_field(r, [&](uint32_t f, WireType wt, Reader& rr) {
@@ -501,17 +502,19 @@ class Decoder {
         default: return false;
       }
     });
-    if (!ok) return false;
+    if (!ok) {
+      proc_.imports.pop_back();
+      return false;
+    }
     // Saturate rather than wrap: a corrupt duration must not make end < begin.
     im.end_ns = duration > UINT64_MAX - im.begin_ns ? UINT64_MAX : im.begin_ns + duration;
     if (!spec_name_set || im.spec_name.empty()) im.spec_name = im.name;
     if (!file_set || im.file.empty()) im.file = im.origin;
-    proc_.imports.push_back(std::move(im));
     return true;
   }
 
   bool modules_change(Reader r) {
-    model::ModulesChange c;
+    model::ModulesChange& c = proc_.modules_changes.emplace_back();
     bool ok = for_each_field(r, [&](uint32_t f, WireType wt, Reader& rr) {
       uint32_t v;
       switch (f) {
@@ -535,13 +538,15 @@ class Decoder {
         default: return false;
       }
     });
-    if (!ok) return false;
-    proc_.modules_changes.push_back(std::move(c));
+    if (!ok) {
+      proc_.modules_changes.pop_back();
+      return false;
+    }
     return true;
   }
 
   bool binding(Reader r) {
-    model::Binding b;
+    model::Binding& b = proc_.bindings.emplace_back();
     bool ok = for_each_field(r, [&](uint32_t f, WireType wt, Reader& rr) {
       uint32_t v;
       switch (f) {
@@ -561,13 +566,15 @@ class Decoder {
         default: return false;
       }
     });
-    if (!ok) return false;
-    proc_.bindings.push_back(std::move(b));
+    if (!ok) {
+      proc_.bindings.pop_back();
+      return false;
+    }
     return true;
   }
 
   bool proxy_access(Reader r) {
-    model::ProxyAccess a;
+    model::ProxyAccess& a = proc_.proxy_accesses.emplace_back();
     bool ok = for_each_field(r, [&](uint32_t f, WireType wt, Reader& rr) {
       uint32_t v;
       switch (f) {
@@ -591,8 +598,10 @@ class Decoder {
         default: return false;
       }
     });
-    if (!ok) return false;
-    proc_.proxy_accesses.push_back(std::move(a));
+    if (!ok) {
+      proc_.proxy_accesses.pop_back();
+      return false;
+    }
     return true;
   }
 
@@ -699,10 +708,14 @@ void finish_imports(model::Process& p) {
       }
     }
   }
-  std::unordered_map<uint64_t, int64_t> pos_of_index;
-  pos_of_index.reserve(p.imports.size());
-  for (size_t i = 0; i < p.imports.size(); ++i)
-    pos_of_index.emplace(p.imports[i].index, static_cast<int64_t>(i));
+  // Position of the first import with a given index: a binary search over the indexes
+  // alone (sorted now, and compact, unlike the records).
+  std::vector<uint64_t> indexes(p.imports.size());
+  for (size_t i = 0; i < p.imports.size(); ++i) indexes[i] = p.imports[i].index;
+  auto position = [&](uint64_t index) -> int64_t {
+    auto it = std::lower_bound(indexes.begin(), indexes.end(), index);
+    return it != indexes.end() && *it == index ? it - indexes.begin() : -1;
+  };
   // Fields the tracer leaves out when they repeat the import's own (see imptrace.proto).
   for (auto& im : p.imports)
     if (!im.thread) im.thread = static_cast<uint64_t>(p.pid);  // absent: the main thread
@@ -712,14 +725,25 @@ void finish_imports(model::Process& p) {
     im.object.name = im.name;
     im.object.file = im.file;
   }
-  // Where a module object came from, for bindings that name their parent only by id.
-  std::unordered_map<uint64_t, const model::Import*> import_of_object;
-  for (const auto& im : p.imports)
-    if (im.ok && im.object.present) import_of_object[im.object.id] = &im;
+  // Where a module object came from (the last import that returned it), for bindings that
+  // name their parent only by id: (object id, position) pairs, sorted when first needed.
+  std::vector<std::pair<uint64_t, size_t>> import_of_object;
+  bool import_of_object_built = false;
+  auto import_with_object = [&](uint64_t id) -> const model::Import* {
+    if (!import_of_object_built) {
+      import_of_object_built = true;
+      for (size_t i = 0; i < p.imports.size(); ++i)
+        if (p.imports[i].ok && p.imports[i].object.present) import_of_object.emplace_back(p.imports[i].object.id, i);
+      std::sort(import_of_object.begin(), import_of_object.end());
+    }
+    auto it = std::upper_bound(import_of_object.begin(), import_of_object.end(), std::make_pair(id, SIZE_MAX));
+    if (it == import_of_object.begin() || (--it)->first != id) return nullptr;
+    return &p.imports[it->second];
+  };
   for (auto& b : p.bindings) {
-    auto it = pos_of_index.find(b.import_index);
-    if (it == pos_of_index.end()) continue;
-    const model::Import& im = p.imports[it->second];
+    int64_t at = position(b.import_index);
+    if (at < 0) continue;
+    const model::Import& im = p.imports[at];
     size_t dot = im.name.rfind('.');
     if (b.parent.empty() && b.attribute.empty() && dot != std::string::npos) {
       b.parent = im.name.substr(0, dot);
@@ -728,8 +752,7 @@ void finish_imports(model::Process& p) {
     if (b.bound_on.present && (b.bound_on.flags & F::ObjectFlags::elided_name_file)) {
       b.bound_on.flags &= ~F::ObjectFlags::elided_name_file;
       b.bound_on.name = b.parent;
-      auto src = import_of_object.find(b.bound_on.id);
-      if (src != import_of_object.end()) b.bound_on.file = src->second->object.file;
+      if (const model::Import* src = import_with_object(b.bound_on.id)) b.bound_on.file = src->object.file;
     }
     if (!b.child.present && im.ok) b.child = im.object;
     if (!b.time_ns) b.time_ns = im.end_ns;
@@ -738,10 +761,9 @@ void finish_imports(model::Process& p) {
   for (auto& im : p.imports) {
     im.parent_pos = -1;
     if (!im.parent_index) continue;
-    auto it = pos_of_index.find(im.parent_index - 1);
+    int64_t at = position(im.parent_index - 1);
     // A parent must have started earlier; anything else is corrupt nesting, not a cycle.
-    if (it != pos_of_index.end() && p.imports[it->second].index < im.index)
-      im.parent_pos = it->second;
+    if (at >= 0 && p.imports[at].index < im.index) im.parent_pos = at;
   }
 }
 
@@ -774,6 +796,10 @@ void reserve_records(ByteSource& src, model::Process& out) {
   out.bindings.reserve(out.bindings.size() + n[F::Record::binding]);
   out.modules_changes.reserve(out.modules_changes.size() + n[F::Record::modules_change]);
   out.proxy_accesses.reserve(out.proxy_accesses.size() + n[F::Record::proxy_access]);
+  prefault_capacity(out.imports);
+  prefault_capacity(out.bindings);
+  prefault_capacity(out.modules_changes);
+  prefault_capacity(out.proxy_accesses);
 }
 
 // The framing loop shared by files and memory.
