@@ -912,9 +912,22 @@ int dict_ass_subscript_hook(PyObject* mp, PyObject* key, PyObject* value) {
 // ---- dict watcher (3.12+) -------------------------------------------------------------
 int modules_watcher(int event, PyObject* dict, PyObject* key, PyObject* new_value) {
   if (!g_enabled || g_finalizing || dict != g_sysmodules || py.Py_IsFinalizing()) return 0;
-  MainScope scope;
   ThreadState& t = ts();
   if (t.busy) return 0;
+  // Two of the three events of every import are the import system's own: inserting the
+  // module it loads, and re-inserting it after its pop. Told apart by identity alone, they
+  // return before any locking or error juggling.
+  if (event == DICT_ADDED && key) {
+    if (t.pending_pop_key == key && t.pending_pop_value == new_value) {
+      py.Py_DecRef(t.pending_pop_key);
+      t.pending_pop_key = nullptr;
+      t.pending_pop_value = nullptr;
+      return 0;
+    }
+    const InFlight* in = innermost(t);
+    if (!t.pending_pop_key && in && in->name == key) return 0;
+  }
+  MainScope scope;
   ++t.busy;
   PyObject *et, *ev, *tb;
   py.PyErr_Fetch(&et, &ev, &tb);
