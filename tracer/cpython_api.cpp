@@ -87,6 +87,7 @@ bool resolve_cpython_api() {
   ok &= need(py.PyDict_GetItemWithError, "PyDict_GetItemWithError");
   ok &= need(py.PyDict_GetItemString, "PyDict_GetItemString");
   ok &= need(py.PyDict_SetItemString, "PyDict_SetItemString");
+  ok &= need(py.PyDict_New, "PyDict_New");
   ok &= need(py.PyDict_Next, "PyDict_Next");
   ok &= need(py.PyDict_Size, "PyDict_Size");
   ok &= need(py.PyList_Size, "PyList_Size");
@@ -164,6 +165,25 @@ ObjObjArgProc patch_dict_ass_subscript(ObjObjArgProc hook) {
     return orig;
   }
   return nullptr;
+}
+
+void probe_dict_version() {
+  if (py.minor > 11 || py.ob_type_offset < 0 || py.dict_version_offset >= 0) return;
+  PyObject* d = py.PyDict_New();
+  if (!d) { py.PyErr_Clear(); return; }
+  int off = py.ob_type_offset + 16;  // after ob_type and ma_used
+  auto tag = [&]() { return *reinterpret_cast<const uint64_t*>(reinterpret_cast<const char*>(d) + off); };
+  uint64_t before = tag();
+  bool ok = py.PyDict_SetItemString(d, "a", py.None) == 0;
+  uint64_t after_set = tag();
+  ok = ok && py.PyDict_SetItemString(d, "a", d) == 0;
+  uint64_t after_replace = tag();
+  if (!ok) py.PyErr_Clear();
+  // Replacing the value with the dict itself makes a cycle: clear before letting go.
+  py.PyDict_SetItemString(d, "a", py.None);
+  py.Py_DecRef(d);
+  if (ok && after_set != before && after_replace != after_set && after_set != 0)
+    py.dict_version_offset = off;
 }
 
 PyObject* type_of_slow(PyObject* o) {

@@ -106,6 +106,7 @@ struct CPythonApi {
   PyObject* (*PyDict_GetItemWithError)(PyObject*, PyObject*); // borrowed
   PyObject* (*PyDict_GetItemString)(PyObject*, const char*);  // borrowed, no error
   int (*PyDict_SetItemString)(PyObject*, const char*, PyObject*);
+  PyObject* (*PyDict_New)();
   int (*PyDict_Next)(PyObject*, Py_ssize_t*, PyObject**, PyObject**);
   Py_ssize_t (*PyDict_Size)(PyObject*);
   Py_ssize_t (*PyList_Size)(PyObject*);
@@ -139,6 +140,8 @@ struct CPythonApi {
   // Where an object's type pointer sits: after ob_refcnt (8), plus two words of
   // Py_TRACE_REFS list links in such debug builds; -1 when neither layout matched None.
   int ob_type_offset = -1;
+  // Where a dict's version tag sits (3.8-3.11), -1 until probe_dict_version confirmed it.
+  int dict_version_offset = -1;
 };
 
 extern CPythonApi py;
@@ -171,6 +174,16 @@ inline PyObject* dict_lookup(PyObject* d, PyObject* key) {
   PyObject* v = py.PyDict_GetItemWithError(d, key);
   if (!v && type_of(key) != py.PyUnicode_Type && py.PyErr_Occurred()) py.PyErr_Clear();
   return v;
+}
+
+// A dict's version tag: 3.8-3.11 dicts (ob_refcnt, ob_type, ma_used, ma_version_tag, ...)
+// bump it on every insertion, deletion and replacement, so an unchanged tag means an
+// unchanged dict. probe_dict_version (GIL held) checks the layout on a fresh dict once;
+// dict_version is 0 when it is not known.
+void probe_dict_version();
+inline uint64_t dict_version(PyObject* d) {
+  if (py.dict_version_offset < 0) return 0;
+  return *reinterpret_cast<const uint64_t*>(reinterpret_cast<const char*>(d) + py.dict_version_offset);
 }
 
 // Holds a new reference and drops it at scope end.

@@ -694,6 +694,47 @@ struct ModulesShadow {
   }
 };
 ModulesShadow g_shadow;
+
+// A full comparison walks all of sys.modules, and pytest makes one at both ends of every
+// test module's import (hundreds of entries each). Two shortcuts keep that cheap:
+// - the dict's version tag: unchanged since the last full comparison, nothing to do;
+// - the entries as (key, value) pointers in iteration order at that comparison: when they
+//   are all still there, in place, and the shadow has not changed or dropped an existing
+//   key since, only the entries appended after them need a look (iteration order is
+//   insertion order: a deletion, a pop-and-reinsert or a replacement shows as a mismatch,
+//   and then the full comparison runs).
+struct ModulesSnapshot {
+  PyObject** keys = nullptr;  // identity only: never dereferenced
+  PyObject** values = nullptr;
+  size_t n = 0, cap = 0;
+  size_t n_str = 0;      // entries with a str key (the ones the shadow holds)
+  bool valid = false;
+  uint64_t version = 0;  // sys.modules' tag after the last comparison; 0 unknown
+};
+ModulesSnapshot g_snap;
+
+bool snap_push(PyObject* k, PyObject* v) {
+  if (g_snap.n == g_snap.cap) {
+    size_t nc = g_snap.cap ? g_snap.cap * 2 : 1024;
+    auto* nk = static_cast<PyObject**>(realloc(g_snap.keys, nc * sizeof(PyObject*)));
+    if (nk) g_snap.keys = nk;
+    auto* nv = nk ? static_cast<PyObject**>(realloc(g_snap.values, nc * sizeof(PyObject*))) : nullptr;
+    if (!nk || !nv) { g_snap.valid = false; return false; }
+    g_snap.values = nv;
+    g_snap.cap = nc;
+  }
+  g_snap.keys[g_snap.n] = k;
+  g_snap.values[g_snap.n] = v;
+  ++g_snap.n;
+  return true;
+}
+
+// The shadow changed or dropped a key it had: the snapshot no longer vouches for it.
+void snap_invalidate() {
+  g_snap.valid = false;
+  g_snap.version = 0;
+}
+
 bool g_shadow_ready = false;
 uint32_t g_shadow_generation = 0;  // string ids in the shadow belong to this file
 
@@ -707,10 +748,11 @@ void shadow_adopt(PyObject* key, PyObject* value, bool describe_value) {
   ShadowEntry* e = g_shadow.find(k, static_cast<size_t>(n), value != nullptr);
   if (!e) return;
   if (!value) {
-    if (e->live) { e->live = false; --g_shadow.live; }
+    if (e->live) { e->live = false; --g_shadow.live; snap_invalidate(); }
     return;
   }
   if (e->live && e->value == value) return;
+  if (e->live) snap_invalidate();
   if (!e->live) ++g_shadow.live;
   e->live = true;
   e->value = value;
@@ -737,6 +779,7 @@ void shadow_check_key(const char* k, size_t n, PyObject* value, bool initial, bo
     if (known) e->info = *known;
     return;
   }
+  if (e->live) snap_invalidate();
   ObjInfo ni = known ? *known : describe(value);
   if (!initial && !(by_import && !e->live)) {
     Loc stack[kStackDepth];
@@ -752,7 +795,46 @@ void shadow_check_key(const char* k, size_t n, PyObject* value, bool initial, bo
   maybe_instrument(value, ni);
 }
 
+void shadow_check_key(const char* k, size_t n, PyObject* value, bool initial, bool by_import,
+                      const ObjInfo* known);
+
+// The snapshot's entries are all in place: checks the ones appended after them. False
+// (nothing done that a full comparison would not redo) when the snapshot does not hold.
+bool snap_sync_appended() {
+  Py_ssize_t pos = 0;
+  PyObject *k, *v;
+  size_t i = 0;
+  for (; i < g_snap.n; ++i) {
+    if (!py.PyDict_Next(g_sysmodules, &pos, &k, &v)) return false;  // entries gone
+    if (g_snap.keys[i] != k || g_snap.values[i] != v) return false;
+  }
+  size_t n_str = g_snap.n_str;
+  while (py.PyDict_Next(g_sysmodules, &pos, &k, &v)) {
+    Py_ssize_t n = 0;
+    const char* s = utf8(k, &n);
+    if (s) {
+      shadow_check_key(s, static_cast<size_t>(n), v, false, false, nullptr);
+      ++n_str;
+    }
+    if (!snap_push(k, v)) return false;
+    if (s) ++g_snap.n_str;
+  }
+  // A key the shadow gained since (an import's own insertion) and the dict lost again
+  // (through a method or a specialised store) is still live in the shadow: only the full
+  // comparison finds it.
+  return g_snap.valid && g_shadow.live == n_str;
+}
+
+// The whole of sys.modules against the shadow, with the shortcuts of ModulesSnapshot.
 void shadow_full_sync(bool initial) {
+  if (!initial && g_snap.valid) {
+    uint64_t version = dict_version(g_sysmodules);
+    if (version && version == g_snap.version) return;
+    if (snap_sync_appended()) {
+      g_snap.version = dict_version(g_sysmodules);
+      return;
+    }
+  }
   ++g_shadow.stamp;
   Py_ssize_t pos = 0;
   PyObject *k, *v;
@@ -773,6 +855,16 @@ void shadow_full_sync(bool initial) {
     emit_modules_change(TW::intern(e.key, e.keylen), ModulesChange::DELETE, &e.info, nullptr,
                         ModulesChange::AT_BOUNDARY, false, stack, ns);
   }
+  // The shadow now agrees with every entry: take the snapshot.
+  g_snap.n = g_snap.n_str = 0;
+  g_snap.valid = true;
+  pos = 0;
+  while (py.PyDict_Next(g_sysmodules, &pos, &k, &v)) {
+    if (!snap_push(k, v)) break;
+    Py_ssize_t n = 0;
+    if (utf8(k, &n)) ++g_snap.n_str;  // the keys the shadow holds (utf8 is cached by then)
+  }
+  g_snap.version = g_snap.valid ? dict_version(g_sysmodules) : 0;
 }
 
 // Checks `name` (a str object) and its parent package against sys.modules. Ancestors
@@ -787,6 +879,7 @@ void shadow_check_one(const char* k, size_t n, PyObject* v, bool by_import, cons
   if (e && e->live) {
     e->live = false;
     --g_shadow.live;
+    snap_invalidate();
     Loc stack[kStackDepth];
     int ns = capture_stack(stack, kStackDepth, false);
     emit_modules_change(TW::intern(k, n), ModulesChange::DELETE, &e->info, nullptr,
@@ -1544,6 +1637,7 @@ void install_in_current_interpreter() {
     if (g_modulespec_type) py.Py_IncRef(g_modulespec_type);  // deliberate: process lifetime
     g_sysmodules = modules;
     py.Py_IncRef(modules);  // deliberate: we compare against it for the process lifetime
+    probe_dict_version();
     if (py.has_dict_watchers()) {
       int id = py.PyDict_AddWatcher(modules_watcher);
       if (id < 0 || py.PyDict_Watch(id, modules) < 0) py.PyErr_Clear();

@@ -6,7 +6,7 @@ from e2e_util import PROGRAMS, export, ident, interpreters, run, traces, why
 
 PROGRAM_NAMES = ["import_zoo", "self_replace", "pep562_lazy", "lazy_loader_pkg", "importlib_lazyloader",
                  "six_moves", "setattr_proxy", "circular", "failed_no_entry", "reload", "threads_import",
-                 "traceback_shape"]
+                 "traceback_shape", "modules_methods"]
 
 
 def traced_run(py, name, tmp_path):
@@ -136,3 +136,30 @@ def test_proxies_off_leaves_attribute_hooks_alone(tmp_path):
     assert off.stdout.strip() == "function"
     assert export(*traces(str(tmp_path / "on")))["processes"][0]["proxy_accesses"]
     assert not export(*traces(str(tmp_path / "off")))["processes"][0]["proxy_accesses"]
+
+
+@pytest.mark.parametrize("py", interpreters(), ids=ident)
+def test_method_changes_found(py, tmp_path):
+    """dict methods on sys.modules: replaced, removed, added, and popped-and-put-back (which
+    is no change) - exact on 3.12+, at the next import boundary on 3.8-3.11."""
+    files = traced_run(py, "modules_methods", tmp_path)
+    colorsys = why(files, "colorsys")["entries"]
+    assert len(colorsys) == 2, colorsys
+    assert colorsys[0]["is_module"] and colorsys[1]["is_module"]
+    assert colorsys[1]["via"] == "assignment"
+    assert not colorsys[0]["removed"] and not colorsys[1]["removed"]
+    assert colorsys[0]["object"] != colorsys[1]["object"]
+    json_story = why(files, "json")["entries"]
+    assert len(json_story) == 1 and json_story[0]["removed"], json_story
+    # Found where it happened (3.12+) or at the next import boundary, in this file.
+    assert json_story[0]["removed_at"]["file"] == "modules_methods.py"
+    made_up = why(files, "made_up")["entries"]
+    assert len(made_up) == 1 and made_up[0]["via"] == "assignment", made_up
+    # Popped and put back: 3.12+ sees both steps, 3.8-3.11 nothing; either way the same
+    # object sits there at the end.
+    csv = why(files, "csv")["entries"]
+    assert csv[-1]["object"] == csv[0]["object"] and not csv[-1]["removed"], csv
+    assert len(csv) in (1, 2), csv
+    # Imported and popped again within another module's import.
+    inner = why(files, "mm_inner")["entries"]
+    assert len(inner) == 1 and inner[0]["removed"], inner
