@@ -421,8 +421,15 @@ const char* bind_rel_name(uint8_t r) {
 struct BindingFact {
   const model::Binding* b = nullptr;
   uint8_t rel = kUnknown;
+  // Structure (parent, attribute, status, rel, proxy); only anomalous bindings have one (0
+  // otherwise): they are the only ones compare_bindings looks for in the other run, and
+  // a normal binding can never have an anomalous one's signature.
   uint64_t sig = 0;
   int64_t replaced_by = -1;  // entry of the parent key that replaced bound_on
+  // Worth a finding by itself: not bound, not on what sys.modules held, or on a proxy.
+  bool anomalous() const {
+    return b->status != model::BindingStatus::Bound || rel != kCurrent || b->bound_on.is_proxy();
+  }
 };
 
 struct AccessFact {
@@ -673,11 +680,13 @@ void build_facts(ProcFacts& f) {
           if (e.obj->id == b.bound_on.id) bf.rel = kStale;
       }
     }
-    uint64_t sig = mix(hs(b.parent), hs(b.attribute));
-    sig = mix(sig, static_cast<uint64_t>(b.status));
-    sig = mix(sig, bf.rel);
-    sig = mix(sig, b.bound_on.is_proxy() ? 7 : 5);
-    bf.sig = sig;
+    if (bf.anomalous()) {
+      uint64_t sig = mix(hs(b.parent), hs(b.attribute));
+      sig = mix(sig, static_cast<uint64_t>(b.status));
+      sig = mix(sig, bf.rel);
+      sig = mix(sig, b.bound_on.is_proxy() ? 7 : 5);
+      bf.sig = sig;
+    }
     f.bindings.push_back(bf);
   }
 
@@ -778,7 +787,6 @@ struct Group {
   NameTable<GKey> own_keys;
   NameTable<GMod> own_mods;
   const NameTable<GMod>* mods = nullptr;  // set by build(); first process's order then others'
-  std::unordered_map<uint64_t, std::pair<const ProcFacts*, const BindingFact*>> binding_sigs;
   std::unordered_map<uint64_t, std::vector<std::pair<const ProcFacts*, const AccessFact*>>> access_sigs;
   std::unordered_map<uint64_t, std::pair<const ProcFacts*, const AccessFact*>> access_by_attr;
   std::unordered_map<std::string, std::pair<const ProcFacts*, std::string>> dup_sigs;
@@ -842,10 +850,6 @@ struct Group {
             if (!seen) gm.failed.push_back(x);
           }
         }
-      }
-      binding_sigs.reserve(binding_sigs.size() + f->bindings.size());
-      for (const auto& bf : f->bindings) {
-        binding_sigs.emplace(bf.sig, std::make_pair(f, &bf));
       }
       for (const auto& af : f->accesses) {
         access_sigs[af.sig].emplace_back(f, &af);
@@ -1024,18 +1028,32 @@ class Engine {
   // Bindings the good run never had and that are anomalous by themselves; children of one
   // parent bound the same wrong way are one finding.
   void compare_bindings(const Group& g, const Group& b, const std::string& role) {
+    using Rep = std::pair<const ProcFacts*, const BindingFact*>;
+    // The bad group's anomalous binding signatures, each with its first binding (processes
+    // in group order, then record order), in that order. Normal bindings never match one,
+    // so neither side needs a table of all its bindings.
+    OrderedTable<uint64_t, Rep, IdHash> bad_sigs;
+    for (const ProcFacts* f : b.procs)
+      for (const auto& bf : f->bindings) {
+        if (!bf.anomalous()) continue;
+        auto ins = bad_sigs.emplace(bf.sig);
+        if (ins.second) *ins.first = {f, &bf};
+      }
+    if (!bad_sigs.size()) return;
+    std::vector<bool> in_good(bad_sigs.size(), false);
+    for (const ProcFacts* f : g.procs)
+      for (const auto& gbf : f->bindings)
+        if (gbf.anomalous())
+          if (const Rep* r = bad_sigs.find(gbf.sig)) in_good[r - bad_sigs.values().data()] = true;
     struct Agg {
-      std::vector<std::pair<const ProcFacts*, const BindingFact*>> items;
+      std::vector<Rep> items;
     };
     std::map<std::string, Agg> aggs;  // parent|status|rel|proxy
-    for (const auto& kv : b.binding_sigs) {
-      if (g.binding_sigs.count(kv.first)) continue;
-      const auto& rep = kv.second;
+    for (size_t i = 0; i < bad_sigs.size(); ++i) {
+      if (in_good[i]) continue;
+      const Rep& rep = bad_sigs.value(i);
       const BindingFact& bf = *rep.second;
       const model::Binding& bd = *bf.b;
-      bool anomalous = bd.status != model::BindingStatus::Bound || bf.rel != kCurrent ||
-                       bd.bound_on.is_proxy();
-      if (!anomalous) continue;
       std::string k = bd.parent + "|" + model::binding_status_name(bd.status) + "|" +
                       bind_rel_name(bf.rel) + (bd.bound_on.is_proxy() ? "|proxy" : "");
       aggs[k].items.push_back(rep);
@@ -1045,8 +1063,15 @@ class Engine {
     std::unordered_map<uint64_t, const BindingFact*> good_of;
     for (auto& kv : aggs) {
       auto& items = kv.second.items;
-      std::sort(items.begin(), items.end(), [](const auto& x, const auto& y) {
-        return x.second->b->import_index < y.second->b->import_index;
+      // In import order. The same import can bind in several processes (xdist workers run
+      // the same imports), and one parent's children can share an import: ties go by
+      // attribute name, then by process (group order: worker id, start time), then record
+      // order. That fixes which binding the finding quotes and the order it lists them in.
+      std::stable_sort(items.begin(), items.end(), [](const Rep& x, const Rep& y) {
+        const model::Binding& bx = *x.second->b;
+        const model::Binding& by = *y.second->b;
+        if (bx.import_index != by.import_index) return bx.import_index < by.import_index;
+        return bx.attribute.str() < by.attribute.str();
       });
       const model::Binding& bd = *items.front().second->b;
       good_of.emplace(Group::child_key(bd.parent, bd.attribute), nullptr);
