@@ -3,6 +3,8 @@
 // the size of the traces (hash maps keyed by module name), apart from sorting.
 #include "diff.h"
 
+#include "prefault.h"
+
 #include <algorithm>
 #include <cctype>
 #include <map>
@@ -262,6 +264,8 @@ class OrderedTable {
   void reserve(size_t n) {
     keys_.reserve(n);
     values_.reserve(n);
+    prefault_capacity(keys_);
+    prefault_capacity(values_);
     if (n * 2 > slots_.size()) rehash(n * 2);
   }
   // The value under `key` and whether it was just inserted (value-initialised).
@@ -306,7 +310,7 @@ class OrderedTable {
   void rehash(size_t n) {
     size_t cap = 16;
     while (cap < n) cap *= 2;
-    slots_.assign(cap, Slot{0, 0});
+    prefaulted_assign(slots_, cap, Slot{0, 0});
     for (size_t k = 0; k < keys_.size(); ++k) {
       uint64_t h = Hash()(keys_[k]);
       size_t i = h & (cap - 1);
@@ -501,6 +505,7 @@ void build_history(ProcFacts& f) {
   };
   std::vector<Ev> evs;
   evs.reserve(p.modules_changes.size() + p.imports.size());
+  prefault_capacity(evs);
   for (size_t i = 0; i < p.modules_changes.size(); ++i)
     evs.push_back({p.modules_changes[i].time_ns, static_cast<uint32_t>(i), 0});
   for (size_t i = 0; i < p.imports.size(); ++i)
@@ -613,13 +618,16 @@ void build_facts(ProcFacts& f) {
   f.role = f.group + (f.worker.empty() ? "" : " [xdist " + f.worker + "]");
 
   // Self time: duration minus direct children.
-  std::vector<uint64_t> child_ns(p.imports.size(), 0);
+  std::vector<uint64_t> child_ns;
+  prefaulted_assign(child_ns, p.imports.size(), uint64_t(0));
   for (const auto& im : p.imports)
     if (im.parent_pos >= 0 && static_cast<size_t>(im.parent_pos) < child_ns.size())
       child_ns[im.parent_pos] += im.duration_ns();
   uint64_t main_thread = p.imports.empty() ? 0 : p.imports[0].thread;
   f.mods.reserve(p.imports.size());
-  f.mod_of.resize(p.imports.size());
+  prefaulted_assign(f.mod_of, p.imports.size(), 0u);
+  f.main_seq.reserve(p.imports.size());
+  prefault_capacity(f.main_seq);
   for (size_t i = 0; i < p.imports.size(); ++i) {
     const Import& im = p.imports[i];
     if (im.thread == main_thread) f.main_seq.push_back(static_cast<uint32_t>(i));
@@ -718,7 +726,8 @@ void build_facts(ProcFacts& f) {
     uint32_t first = 0, last = 0, count = 0;
   };
   NameTable<FileUses> by_file;
-  std::vector<uint32_t> next_use(p.imports.size(), UINT32_MAX);
+  std::vector<uint32_t> next_use;
+  prefaulted_assign(next_use, p.imports.size(), uint32_t(UINT32_MAX));
   for (size_t i = 0; i < p.imports.size(); ++i) {
     const Import& im = p.imports[i];
     if (!im.ok || !im.object.present || !im.object.is_plain_module()) continue;
