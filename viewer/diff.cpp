@@ -243,6 +243,11 @@ uint64_t hs(SV s) { return std::hash<SV>()(s); }
 struct NameHash {
   uint64_t operator()(SV s) const { return hs(s); }
 };
+// Key equality. Names of one process are mostly the same interned model::Str (an import's
+// name, the sys.modules key it went in under, a binding's parent): same characters, so
+// equal without comparing them.
+inline bool same_key(SV a, SV b) { return (a.data() == b.data() && a.size() == b.size()) || a == b; }
+inline bool same_key(uint64_t a, uint64_t b) { return a == b; }
 // Object ids are addresses (aligned, close together): spread them over the whole word.
 struct IdHash {
   uint64_t operator()(uint64_t x) const {
@@ -276,7 +281,7 @@ class OrderedTable {
     for (;; i = (i + 1) & (slots_.size() - 1)) {
       Slot& s = slots_[i];
       if (!s.pos) break;
-      if (s.tag == static_cast<uint32_t>(h >> 32) && keys_[s.pos - 1] == key) return {&values_[s.pos - 1], false};
+      if (s.tag == static_cast<uint32_t>(h >> 32) && same_key(keys_[s.pos - 1], key)) return {&values_[s.pos - 1], false};
     }
     slots_[i] = {static_cast<uint32_t>(h >> 32), static_cast<uint32_t>(keys_.size() + 1)};
     keys_.push_back(key);
@@ -289,7 +294,7 @@ class OrderedTable {
     for (size_t i = h & (slots_.size() - 1);; i = (i + 1) & (slots_.size() - 1)) {
       const Slot& s = slots_[i];
       if (!s.pos) return nullptr;
-      if (s.tag == static_cast<uint32_t>(h >> 32) && keys_[s.pos - 1] == key) return &values_[s.pos - 1];
+      if (s.tag == static_cast<uint32_t>(h >> 32) && same_key(keys_[s.pos - 1], key)) return &values_[s.pos - 1];
     }
   }
   V* find(const K& key) { return const_cast<V*>(static_cast<const OrderedTable*>(this)->find(key)); }
@@ -726,6 +731,7 @@ void build_facts(ProcFacts& f) {
     uint32_t first = 0, last = 0, count = 0;
   };
   NameTable<FileUses> by_file;
+  by_file.reserve(p.imports.size());
   std::vector<uint32_t> next_use;
   prefaulted_assign(next_use, p.imports.size(), uint32_t(UINT32_MAX));
   for (size_t i = 0; i < p.imports.size(); ++i) {
