@@ -106,13 +106,18 @@ TEST(DiffEngine, SameBuildTwiceIsClean) {
   }
 }
 
+// A pytest-xdist worker process of one run (its own pid and object addresses).
+Variation xdist_worker(const std::string& id, int64_t pid) {
+  Variation v;
+  v.pid = pid;
+  v.xdist_worker = id;
+  v.id_base += pid << 20;
+  return v;
+}
+
 TEST(DiffEngine, XdistWorkersWithShuffledTestsAreClean) {
   auto worker = [](const std::string& id, int64_t pid, bool extra) {
-    Variation v;
-    v.pid = pid;
-    v.xdist_worker = id;
-    v.id_base += pid << 20;
-    RunBuilder r(v);
+    RunBuilder r(xdist_worker(id, pid));
     r.import("os", "/usr/lib/python3.10/os.py", 1, 5);
     if (extra) r.import("test_other", r.ws("tests/test_other.py"), 10, 5, 0, 1, "tests/test_other.py::test_a");
     return r.process();
@@ -136,11 +141,7 @@ TEST(DiffEngine, XdistWorkersWithShuffledTestsAreClean) {
 // binding comes first is the one the finding quotes (module, test).
 TEST(DiffEngine, BindingTiesAreOrderedByAttributeWhateverTheInputOrder) {
   auto worker = [](const std::string& id, int64_t pid, int first, int last) {
-    Variation v;
-    v.pid = pid;
-    v.xdist_worker = id;
-    v.id_base += pid << 20;
-    RunBuilder r(v);
+    RunBuilder r(xdist_worker(id, pid));
     r.import("os", "/usr/lib/python3.10/os.py", 1, 5);
     model::Process p = r.process();
     for (int i = last; i >= first; --i) {  // recorded in reverse name order
