@@ -3,6 +3,8 @@
 // the size of the traces (hash maps keyed by module name), apart from sorting.
 #include "diff.h"
 
+#include "prefault.h"
+
 #include <algorithm>
 #include <cctype>
 #include <map>
@@ -241,6 +243,11 @@ uint64_t hs(SV s) { return std::hash<SV>()(s); }
 struct NameHash {
   uint64_t operator()(SV s) const { return hs(s); }
 };
+// Key equality. Names of one process are mostly the same interned model::Str (an import's
+// name, the sys.modules key it went in under, a binding's parent): same characters, so
+// equal without comparing them.
+inline bool same_key(SV a, SV b) { return (a.data() == b.data() && a.size() == b.size()) || a == b; }
+inline bool same_key(uint64_t a, uint64_t b) { return a == b; }
 // Object ids are addresses (aligned, close together): spread them over the whole word.
 struct IdHash {
   uint64_t operator()(uint64_t x) const {
@@ -262,6 +269,8 @@ class OrderedTable {
   void reserve(size_t n) {
     keys_.reserve(n);
     values_.reserve(n);
+    prefault_capacity(keys_);
+    prefault_capacity(values_);
     if (n * 2 > slots_.size()) rehash(n * 2);
   }
   // The value under `key` and whether it was just inserted (value-initialised).
@@ -272,7 +281,7 @@ class OrderedTable {
     for (;; i = (i + 1) & (slots_.size() - 1)) {
       Slot& s = slots_[i];
       if (!s.pos) break;
-      if (s.tag == static_cast<uint32_t>(h >> 32) && keys_[s.pos - 1] == key) return {&values_[s.pos - 1], false};
+      if (s.tag == static_cast<uint32_t>(h >> 32) && same_key(keys_[s.pos - 1], key)) return {&values_[s.pos - 1], false};
     }
     slots_[i] = {static_cast<uint32_t>(h >> 32), static_cast<uint32_t>(keys_.size() + 1)};
     keys_.push_back(key);
@@ -285,7 +294,7 @@ class OrderedTable {
     for (size_t i = h & (slots_.size() - 1);; i = (i + 1) & (slots_.size() - 1)) {
       const Slot& s = slots_[i];
       if (!s.pos) return nullptr;
-      if (s.tag == static_cast<uint32_t>(h >> 32) && keys_[s.pos - 1] == key) return &values_[s.pos - 1];
+      if (s.tag == static_cast<uint32_t>(h >> 32) && same_key(keys_[s.pos - 1], key)) return &values_[s.pos - 1];
     }
   }
   V* find(const K& key) { return const_cast<V*>(static_cast<const OrderedTable*>(this)->find(key)); }
@@ -306,7 +315,7 @@ class OrderedTable {
   void rehash(size_t n) {
     size_t cap = 16;
     while (cap < n) cap *= 2;
-    slots_.assign(cap, Slot{0, 0});
+    prefaulted_assign(slots_, cap, Slot{0, 0});
     for (size_t k = 0; k < keys_.size(); ++k) {
       uint64_t h = Hash()(keys_[k]);
       size_t i = h & (cap - 1);
@@ -421,8 +430,15 @@ const char* bind_rel_name(uint8_t r) {
 struct BindingFact {
   const model::Binding* b = nullptr;
   uint8_t rel = kUnknown;
+  // Structure (parent, attribute, status, rel, proxy); only anomalous bindings have one (0
+  // otherwise): they are the only ones compare_bindings looks for in the other run, and
+  // a normal binding can never have an anomalous one's signature.
   uint64_t sig = 0;
   int64_t replaced_by = -1;  // entry of the parent key that replaced bound_on
+  // Worth a finding by itself: not bound, not on what sys.modules held, or on a proxy.
+  bool anomalous() const {
+    return b->status != model::BindingStatus::Bound || rel != kCurrent || b->bound_on.is_proxy();
+  }
 };
 
 struct AccessFact {
@@ -494,6 +510,7 @@ void build_history(ProcFacts& f) {
   };
   std::vector<Ev> evs;
   evs.reserve(p.modules_changes.size() + p.imports.size());
+  prefault_capacity(evs);
   for (size_t i = 0; i < p.modules_changes.size(); ++i)
     evs.push_back({p.modules_changes[i].time_ns, static_cast<uint32_t>(i), 0});
   for (size_t i = 0; i < p.imports.size(); ++i)
@@ -606,13 +623,16 @@ void build_facts(ProcFacts& f) {
   f.role = f.group + (f.worker.empty() ? "" : " [xdist " + f.worker + "]");
 
   // Self time: duration minus direct children.
-  std::vector<uint64_t> child_ns(p.imports.size(), 0);
+  std::vector<uint64_t> child_ns;
+  prefaulted_assign(child_ns, p.imports.size(), uint64_t(0));
   for (const auto& im : p.imports)
     if (im.parent_pos >= 0 && static_cast<size_t>(im.parent_pos) < child_ns.size())
       child_ns[im.parent_pos] += im.duration_ns();
   uint64_t main_thread = p.imports.empty() ? 0 : p.imports[0].thread;
   f.mods.reserve(p.imports.size());
-  f.mod_of.resize(p.imports.size());
+  prefaulted_assign(f.mod_of, p.imports.size(), 0u);
+  f.main_seq.reserve(p.imports.size());
+  prefault_capacity(f.main_seq);
   for (size_t i = 0; i < p.imports.size(); ++i) {
     const Import& im = p.imports[i];
     if (im.thread == main_thread) f.main_seq.push_back(static_cast<uint32_t>(i));
@@ -673,11 +693,13 @@ void build_facts(ProcFacts& f) {
           if (e.obj->id == b.bound_on.id) bf.rel = kStale;
       }
     }
-    uint64_t sig = mix(hs(b.parent), hs(b.attribute));
-    sig = mix(sig, static_cast<uint64_t>(b.status));
-    sig = mix(sig, bf.rel);
-    sig = mix(sig, b.bound_on.is_proxy() ? 7 : 5);
-    bf.sig = sig;
+    if (bf.anomalous()) {
+      uint64_t sig = mix(hs(b.parent), hs(b.attribute));
+      sig = mix(sig, static_cast<uint64_t>(b.status));
+      sig = mix(sig, bf.rel);
+      sig = mix(sig, b.bound_on.is_proxy() ? 7 : 5);
+      bf.sig = sig;
+    }
     f.bindings.push_back(bf);
   }
 
@@ -709,7 +731,9 @@ void build_facts(ProcFacts& f) {
     uint32_t first = 0, last = 0, count = 0;
   };
   NameTable<FileUses> by_file;
-  std::vector<uint32_t> next_use(p.imports.size(), UINT32_MAX);
+  by_file.reserve(p.imports.size());
+  std::vector<uint32_t> next_use;
+  prefaulted_assign(next_use, p.imports.size(), uint32_t(UINT32_MAX));
   for (size_t i = 0; i < p.imports.size(); ++i) {
     const Import& im = p.imports[i];
     if (!im.ok || !im.object.present || !im.object.is_plain_module()) continue;
@@ -778,7 +802,6 @@ struct Group {
   NameTable<GKey> own_keys;
   NameTable<GMod> own_mods;
   const NameTable<GMod>* mods = nullptr;  // set by build(); first process's order then others'
-  std::unordered_map<uint64_t, std::pair<const ProcFacts*, const BindingFact*>> binding_sigs;
   std::unordered_map<uint64_t, std::vector<std::pair<const ProcFacts*, const AccessFact*>>> access_sigs;
   std::unordered_map<uint64_t, std::pair<const ProcFacts*, const AccessFact*>> access_by_attr;
   std::unordered_map<std::string, std::pair<const ProcFacts*, std::string>> dup_sigs;
@@ -842,10 +865,6 @@ struct Group {
             if (!seen) gm.failed.push_back(x);
           }
         }
-      }
-      binding_sigs.reserve(binding_sigs.size() + f->bindings.size());
-      for (const auto& bf : f->bindings) {
-        binding_sigs.emplace(bf.sig, std::make_pair(f, &bf));
       }
       for (const auto& af : f->accesses) {
         access_sigs[af.sig].emplace_back(f, &af);
@@ -1024,18 +1043,32 @@ class Engine {
   // Bindings the good run never had and that are anomalous by themselves; children of one
   // parent bound the same wrong way are one finding.
   void compare_bindings(const Group& g, const Group& b, const std::string& role) {
+    using Rep = std::pair<const ProcFacts*, const BindingFact*>;
+    // The bad group's anomalous binding signatures, each with its first binding (processes
+    // in group order, then record order), in that order. Normal bindings never match one,
+    // so neither side needs a table of all its bindings.
+    OrderedTable<uint64_t, Rep, IdHash> bad_sigs;
+    for (const ProcFacts* f : b.procs)
+      for (const auto& bf : f->bindings) {
+        if (!bf.anomalous()) continue;
+        auto ins = bad_sigs.emplace(bf.sig);
+        if (ins.second) *ins.first = {f, &bf};
+      }
+    if (!bad_sigs.size()) return;
+    std::vector<bool> in_good(bad_sigs.size(), false);
+    for (const ProcFacts* f : g.procs)
+      for (const auto& gbf : f->bindings)
+        if (gbf.anomalous())
+          if (const Rep* r = bad_sigs.find(gbf.sig)) in_good[r - bad_sigs.values().data()] = true;
     struct Agg {
-      std::vector<std::pair<const ProcFacts*, const BindingFact*>> items;
+      std::vector<Rep> items;
     };
     std::map<std::string, Agg> aggs;  // parent|status|rel|proxy
-    for (const auto& kv : b.binding_sigs) {
-      if (g.binding_sigs.count(kv.first)) continue;
-      const auto& rep = kv.second;
+    for (size_t i = 0; i < bad_sigs.size(); ++i) {
+      if (in_good[i]) continue;
+      const Rep& rep = bad_sigs.value(i);
       const BindingFact& bf = *rep.second;
       const model::Binding& bd = *bf.b;
-      bool anomalous = bd.status != model::BindingStatus::Bound || bf.rel != kCurrent ||
-                       bd.bound_on.is_proxy();
-      if (!anomalous) continue;
       std::string k = bd.parent + "|" + model::binding_status_name(bd.status) + "|" +
                       bind_rel_name(bf.rel) + (bd.bound_on.is_proxy() ? "|proxy" : "");
       aggs[k].items.push_back(rep);
@@ -1045,8 +1078,15 @@ class Engine {
     std::unordered_map<uint64_t, const BindingFact*> good_of;
     for (auto& kv : aggs) {
       auto& items = kv.second.items;
-      std::sort(items.begin(), items.end(), [](const auto& x, const auto& y) {
-        return x.second->b->import_index < y.second->b->import_index;
+      // In import order. The same import can bind in several processes (xdist workers run
+      // the same imports), and one parent's children can share an import: ties go by
+      // attribute name, then by process (group order: worker id, start time), then record
+      // order. That fixes which binding the finding quotes and the order it lists them in.
+      std::stable_sort(items.begin(), items.end(), [](const Rep& x, const Rep& y) {
+        const model::Binding& bx = *x.second->b;
+        const model::Binding& by = *y.second->b;
+        if (bx.import_index != by.import_index) return bx.import_index < by.import_index;
+        return bx.attribute.str() < by.attribute.str();
       });
       const model::Binding& bd = *items.front().second->b;
       good_of.emplace(Group::child_key(bd.parent, bd.attribute), nullptr);

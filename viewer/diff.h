@@ -12,6 +12,9 @@
 //   "same object as under X" | "same as entry #i" | "new object").
 // - Child bindings by (parent, attribute, status, bound_on is the object under the parent
 //   key then and at the end / was later replaced / was not it, bound_on is a proxy).
+//   Only anomalous ones (not bound, not on the current object, or on a proxy) make
+//   findings; one parent's are one finding, listed in import order, then attribute name
+//   (the same import in two xdist workers), then process (group) and record order.
 // - Proxy accesses by (proxy type, attribute, outcome, forwarded_to name, relativized
 //   file:function of the caller); the tests they happened in are evidence, not identity.
 //

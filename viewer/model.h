@@ -136,11 +136,12 @@ struct Location {
 };
 
 // Identity of a Python object. `id` is equal within one process iff same object.
+// (Small fields first: records hold up to three of these, 100,000s of records a trace.)
 struct ObjectRef {
   bool present = false;  // false when the record did not carry this object
+  uint32_t flags = 0;    // bit0 plain module, bit1 ModuleType subclass, bit2 proxy
   uint64_t id = 0;
   Str type;      // "module" or "pkg.mod.QualName"
-  uint32_t flags = 0;    // bit0 plain module, bit1 ModuleType subclass, bit2 proxy
   Str name;      // the object's own __name__ (modules only)
   Str file;      // its __file__ (modules only)
 
@@ -174,6 +175,7 @@ struct Import {
   uint64_t duration_ns() const { return end_ns - begin_ns; }
   Str name;
   bool ok = false;
+  uint32_t interpreter = 0;    // (beside `ok`: no padding)
   Str error_type;
   Str error_message;
   ObjectRef object;            // what sys.modules[name] held when the import returned
@@ -184,7 +186,6 @@ struct Import {
   Str file;            // already defaulted: equals origin when the wire omitted it
   Location importer;           // first frame outside importlib
   Str test;            // pytest node id, "" none
-  uint32_t interpreter = 0;
   std::vector<NativeFrame> native_stack;  // innermost first; empty unless enabled
   // "ExceptionType: message" or "" when ok.
   std::string error_text() const;
@@ -197,13 +198,13 @@ enum class Precision { Exact = 0, AtBoundary = 1 };
 struct ModulesChange {
   Str key;
   ChangeOp op = ChangeOp::Set;
+  Precision precision = Precision::Exact;  // (beside `op`: no padding)
   ObjectRef old_object;               // absent for an insertion
   ObjectRef new_object;               // absent for a deletion
   std::vector<Location> stack;        // innermost first
   uint64_t time_ns = 0;
   uint64_t thread = 0;
   Str test;
-  Precision precision = Precision::Exact;
   uint64_t during_import = 0;         // index+1 of the import in progress, 0 none
   bool by_import_system = false;
 };

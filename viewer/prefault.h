@@ -23,10 +23,24 @@ void prefault_capacity(std::vector<T>& v) {
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   uintptr_t from = reinterpret_cast<uintptr_t>(v.data() + v.size());
   uintptr_t first = (from + page - 1) & ~(page - 1), last = (from + bytes) & ~(page - 1);
-  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_WRITE);
+  if (last <= first) return;
+#ifdef MADV_HUGEPAGE
+  madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+#endif
+  madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_WRITE);
 #else
   (void)v;
 #endif
+}
+
+// `v` becomes n copies of `value`, its pages mapped in one call (as above) before they
+// are written.
+template <class T>
+void prefaulted_assign(std::vector<T>& v, size_t n, const T& value) {
+  v.clear();
+  v.reserve(n);
+  prefault_capacity(v);
+  v.assign(n, value);
 }
 
 }  // namespace imptrace

@@ -106,13 +106,18 @@ TEST(DiffEngine, SameBuildTwiceIsClean) {
   }
 }
 
+// A pytest-xdist worker process of one run (its own pid and object addresses).
+Variation xdist_worker(const std::string& id, int64_t pid) {
+  Variation v;
+  v.pid = pid;
+  v.xdist_worker = id;
+  v.id_base += pid << 20;
+  return v;
+}
+
 TEST(DiffEngine, XdistWorkersWithShuffledTestsAreClean) {
   auto worker = [](const std::string& id, int64_t pid, bool extra) {
-    Variation v;
-    v.pid = pid;
-    v.xdist_worker = id;
-    v.id_base += pid << 20;
-    RunBuilder r(v);
+    RunBuilder r(xdist_worker(id, pid));
     r.import("os", "/usr/lib/python3.10/os.py", 1, 5);
     if (extra) r.import("test_other", r.ws("tests/test_other.py"), 10, 5, 0, 1, "tests/test_other.py::test_a");
     return r.process();
@@ -127,6 +132,45 @@ TEST(DiffEngine, XdistWorkersWithShuffledTestsAreClean) {
     EXPECT_GE(p.good, 0);
     EXPECT_GE(p.bad, 0);
     EXPECT_EQ(r.good.processes[p.good].role, r.bad.processes[p.bad].role);
+  }
+}
+
+// Anomalous bindings of one parent are one finding, items in import order; equal import
+// indexes (the same import in two xdist workers) go by attribute name. The order must not
+// depend on hash order, on the order processes are given in, or on record order: whichever
+// binding comes first is the one the finding quotes (module, test).
+TEST(DiffEngine, BindingTiesAreOrderedByAttributeWhateverTheInputOrder) {
+  auto worker = [](const std::string& id, int64_t pid, int first, int last) {
+    RunBuilder r(xdist_worker(id, pid));
+    r.import("os", "/usr/lib/python3.10/os.py", 1, 5);
+    model::Process p = r.process();
+    for (int i = last; i >= first; --i) {  // recorded in reverse name order
+      model::Binding b;
+      b.import_index = 7;
+      b.parent = "pkg";
+      b.attribute = (i < 10 ? "c0" : "c") + std::to_string(i);
+      b.status = model::BindingStatus::Missing;
+      b.test = "tests/test_pkg.py::test_" + std::to_string(i);
+      p.bindings.push_back(b);
+    }
+    return p;
+  };
+  std::vector<model::Process> good{worker("gw0", 10, 0, -1), worker("gw1", 11, 0, -1)};
+  std::string first_text;
+  for (bool swap : {false, true}) {
+    // gw1 has the first names; either way round in the input.
+    std::vector<model::Process> bad{worker("gw0", 20, 12, 29), worker("gw1", 21, 0, 14)};
+    if (swap) std::swap(bad[0], bad[1]);
+    diff::Result r = diff::diff_runs(good, bad);
+    const Finding* f = find_kind(r.findings, "binding_mismatch");
+    ASSERT_NE(f, nullptr) << dump(r);
+    EXPECT_EQ(f->module, "pkg");
+    EXPECT_EQ(f->test, "tests/test_pkg.py::test_0");
+    EXPECT_EQ(f->bad,
+              "status missing, bound_on unknown: c00, c01, c02, c03, c04, c05, c06, c07, c08, c09, "
+              "c10, c11, c12, c13, c14, c15, c16, c17, c18, c19, ... (10 more)");
+    if (swap) EXPECT_EQ(dump(r), first_text);
+    else first_text = dump(r);
   }
 }
 
