@@ -373,6 +373,9 @@ def run_callgrind(workload, src, suite, lib, scratch, imports, log, profile=True
     for c in ("untraced", "imptrace"):
         tracedir = os.path.join(scratch, f"trace-cg-{workload}-{c}")
         argv, env, cwd = command(workload, c, src, suite, lib, tracedir)
+        # Fixed str hashes: with randomised ones, dict probe lengths (and so the counts)
+        # move by about 1 % from run to run.
+        env["PYTHONHASHSEED"] = "0"
         cg = os.path.join(scratch, f"callgrind.{workload}.{c}.out")
         t0 = time.perf_counter()
         rc = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={cg}"] + argv,
