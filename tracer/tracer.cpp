@@ -1493,7 +1493,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
     inflight_add(name, +1);
     record_sys_path_if_changed();
     // No flush here: what this boundary produced goes out with the import's own record
-    // (or an inner one's), one write per import.
+    // (or an inner one's), one commit per import.
     --t.busy;
   }
   void* native[kNativeDepth];
