@@ -196,6 +196,7 @@ struct Ref {
   PyObject* get() const { return o; }
   explicit operator bool() const { return o != nullptr; }
   void reset(PyObject* p) { if (o) py.Py_DecRef(o); o = p; }
+  PyObject* release() { PyObject* p = o; o = nullptr; return p; }
 };
 
 // 3.8-3.11 have no dict watchers. `sys.modules[k] = v` and `del sys.modules[k]` in Python

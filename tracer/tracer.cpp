@@ -564,8 +564,10 @@ bool overrides(PyObject* type, const char* attr) {
 void instrument_proxy_class(PyObject* type);
 
 // `as_type`: describe the object as if its class were already this one (a __class__
-// assignment seen just before it happens).
-ObjInfo describe(PyObject* o, PyObject* as_type = nullptr) {
+// assignment seen just before it happens). `dict_out`, when given, receives the instance
+// dict the description was read from (callers that read more of it do not look it up
+// again).
+ObjInfo describe(PyObject* o, PyObject* as_type = nullptr, Ref* dict_out = nullptr) {
   ObjInfo i;
   if (!o) return i;
   PyObject* type = as_type ? as_type : type_of(o);
@@ -593,6 +595,7 @@ ObjInfo describe(PyObject* o, PyObject* as_type = nullptr) {
     i.name = intern_obj(dict_get_s(d.get(), "__name__"));
     i.file = intern_obj(dict_get_s(d.get(), "__file__"));
   }
+  if (dict_out) dict_out->reset(d.release());
   return i;
 }
 
@@ -1313,10 +1316,10 @@ PyObject* spec_attr(PyObject* spec, bool plain_spec, PyObject* spec_dict, const 
   return v;
 }
 
-uint32_t record_spec(wire::ByteBuf& b, PyObject* module, uint32_t name_id, bool is_module) {
-  Ref d(instance_dict(module, is_module));
+// `d`: the module's instance dict (as describe read it).
+uint32_t record_spec(wire::ByteBuf& b, PyObject* d, uint32_t name_id) {
   if (!d) return 0;
-  PyObject* spec = dict_get_s(d.get(), "__spec__");
+  PyObject* spec = dict_get_s(d, "__spec__");
   uint32_t origin = 0;
   if (spec && spec != py.None) {
     bool plain = g_modulespec_type && type_of(spec) == g_modulespec_type && in_main_interpreter();
@@ -1344,14 +1347,15 @@ uint32_t record_spec(wire::ByteBuf& b, PyObject* module, uint32_t name_id, bool 
       }
     }
   }
-  uint32_t file = intern_obj(dict_get_s(d.get(), "__file__"));
+  uint32_t file = intern_obj(dict_get_s(d, "__file__"));
   if (file != origin) wire::put_uint(b, Import::file, file);
   return file ? file : origin;
 }
 
-// `child`/`child_info`: what the Import record just said sits under the name; the Binding
-// record leaves it (and the time and test, which are the import's) out when they agree.
-void record_binding(PyObject* name, uint64_t index, PyObject* child, const ObjInfo& child_info,
+// `now`: what sys.modules holds under the name (null: nothing); `child`: what the Import
+// record just said the import produced (`now` when there is one). The Binding record
+// leaves the child (and the time and test, which are the import's) out when they agree.
+void record_binding(PyObject* name, uint64_t index, PyObject* now, PyObject* child,
                     char* parent, size_t parent_cap, ParentLookup* out) {
   Py_ssize_t n = 0;
   const char* s = utf8(name, &n);
@@ -1368,12 +1372,10 @@ void record_binding(PyObject* name, uint64_t index, PyObject* child, const ObjIn
   out->len = pl;
   out->obj = parent_obj;
   if (!parent_obj) return;
-  PyObject* now = dict_lookup(g_sysmodules, name);
-  ObjInfo pi = describe(parent_obj);
-  Ref d(instance_dict(parent_obj, (pi.flags & (ObjectFlags::plain_module | ObjectFlags::module_subclass)) != 0));
+  Ref d;
+  ObjInfo pi = describe(parent_obj, nullptr, &d);
   const char* attr = dot + 1;
   PyObject* val = d ? dict_get_text(d.get(), text_str(attr, static_cast<size_t>(n) - pl - 1), attr) : nullptr;
-  if (now && now != child) child = now;  // cannot happen without user code in between
   uint32_t status = !val ? Binding::MISSING : val != child ? Binding::MISMATCH
                   : (pi.flags & ObjectFlags::proxy) ? Binding::ON_PROXY : Binding::BOUND;
   auto r = TW::begin_record(Record::binding);
@@ -1388,8 +1390,6 @@ void record_binding(PyObject* name, uint64_t index, PyObject* child, const ObjIn
   }
   put_obj(b, Binding::bound_on, pi);
   if (child && child != now) put_obj(b, Binding::child, describe(child));
-  else if (!now) {}
-  (void)child_info;
   wire::put_uint(b, Binding::status, status);
   if (val && val != child) put_obj(b, Binding::attribute_value, describe(val));
   TW::end_record(r);
@@ -1526,11 +1526,13 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
     uint32_t test = current_test();
     uint32_t err_type = 0, err_msg = 0;
     ObjInfo obj;
-    PyObject* under = nullptr;
+    PyObject* under = nullptr;      // the module: what sys.modules holds, else what came back
+    PyObject* in_modules = nullptr;  // what sys.modules holds under the name
+    Ref under_dict;
     if (res) {
-      under = g_sysmodules && main_interp ? dict_lookup(g_sysmodules, name) : nullptr;
-      if (!under) under = res;
-      obj = describe(under);
+      in_modules = g_sysmodules && main_interp ? dict_lookup(g_sysmodules, name) : nullptr;
+      under = in_modules ? in_modules : res;
+      obj = describe(under, nullptr, &under_dict);
     } else {
       describe_error(et, ev, &err_type, &err_msg);
     }
@@ -1548,8 +1550,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
       // In an Import, the object's own __name__ and __file__ are left out when they are the
       // import's name and file (the common case); readers fill them back in.
       ObjInfo slim = obj;
-      uint32_t file_id = record_spec(b, under, name_id,
-                                     (obj.flags & (ObjectFlags::plain_module | ObjectFlags::module_subclass)) != 0);
+      uint32_t file_id = record_spec(b, under_dict.get(), name_id);
       if (slim.name == name_id && slim.file == file_id && slim.name) {
         slim.name = slim.file = 0;
         slim.flags |= ObjectFlags::elided_name_file;
@@ -1567,7 +1568,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
     if (main_interp && g_sysmodules) {
       char parent_text[1024];
       ParentLookup parent;
-      if (res) record_binding(name, index, under, obj, parent_text, sizeof parent_text, &parent);
+      if (res) record_binding(name, index, in_modules, under, parent_text, sizeof parent_text, &parent);
       if (shadowing) shadow_boundary(t, name, true, t.depth == 0, res ? &obj : nullptr, &parent);
       if (res && g_proxies) {
         maybe_instrument(under, obj);

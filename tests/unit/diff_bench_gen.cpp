@@ -21,6 +21,22 @@
 
 using namespace imptrace::testing;
 
+// A module loaded from `file` by SourceFileLoader, and the import system's insertion of it
+// into sys.modules just after the import began.
+static void loaded_from_source(TraceBuilder& b, ImportSpec& im, uint64_t address, const std::string& file,
+                        const Loc& importer) {
+  im.object = Obj::module(address, im.name, file);
+  im.origin = file;
+  im.loader = "SourceFileLoader";
+  im.importer = importer;
+  ChangeSpec c;
+  c.key = im.name;
+  c.new_object = im.object;
+  c.by_import_system = true;
+  c.time_ns = im.begin_ns + 1;
+  b.add_modules_change(c);
+}
+
 static void write_run(const std::string& dir, size_t n, bool bad) {
   HeaderSpec h;
   h.pid = bad ? 2002 : 1001;
@@ -38,30 +54,14 @@ static void write_run(const std::string& dir, size_t n, bool bad) {
     uint64_t pkg_index = index;
     size_t kids = std::min(per - 1, n - index - 1);
     auto top = ImportSpec::make(index++, pkg, t, 0);
-    top.object = Obj::module(base + pkg_index * 64, pkg, site + "/" + pkg + "/__init__.py");
-    top.origin = top.object->file;
-    top.loader = "SourceFileLoader";
-    top.importer = Loc{site + "/app.py", 3, "<module>"};
-    ChangeSpec c;
-    c.key = pkg;
-    c.new_object = top.object;
-    c.by_import_system = true;
-    c.time_ns = t + 1;
-    b.add_modules_change(c);
+    loaded_from_source(b, top, base + pkg_index * 64, site + "/" + pkg + "/__init__.py",
+                       Loc{site + "/app.py", 3, "<module>"});
     uint64_t child_t = t + 10;
     for (size_t k = 0; k < kids; ++k) {
       std::string name = pkg + ".mod" + std::to_string(k);
       auto im = ImportSpec::make(index, name, child_t, 1000, pkg_index + 1);
-      im.object = Obj::module(base + index * 64, name, site + "/" + pkg + "/mod" + std::to_string(k) + ".py");
-      im.origin = im.object->file;
-      im.loader = "SourceFileLoader";
-      im.importer = Loc{site + "/" + pkg + "/__init__.py", static_cast<uint32_t>(k + 1), "<module>"};
-      ChangeSpec ck;
-      ck.key = name;
-      ck.new_object = im.object;
-      ck.by_import_system = true;
-      ck.time_ns = child_t + 1;
-      b.add_modules_change(ck);
+      loaded_from_source(b, im, base + index * 64, site + "/" + pkg + "/mod" + std::to_string(k) + ".py",
+                         Loc{site + "/" + pkg + "/__init__.py", static_cast<uint32_t>(k + 1), "<module>"});
       b.add_import(im);
       BindingSpec bs;
       bs.import_index = index;
