@@ -26,4 +26,12 @@ inline uint64_t hash_bytes(const char* s, size_t n) {
   return h | 1;
 }
 
+// An address spread over a table's slots. Objects are allocated close together, so an
+// address's own low bits put neighbours in neighbouring slots, and linear probing then
+// walks long runs once a table is three quarters full. Never 0.
+inline uint64_t hash_address(uintptr_t a) {
+  uint64_t h = static_cast<uint64_t>(a >> 4) * 0x9E3779B97F4A7C15ull;
+  return (h ^ (h >> 29)) | 1;
+}
+
 }  // namespace imptrace

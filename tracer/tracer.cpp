@@ -409,9 +409,9 @@ size_t g_ident_cap = 0, g_ident_used = 0;
 
 IdentitySlot* identity_slot(uintptr_t addr, bool create) {
   if (table_full(g_ident_used, g_ident_cap) &&
-      !grow_table(g_ident, g_ident_cap, 4096, [](const IdentitySlot& s) -> uint64_t { return s.addr >> 4; }))
+      !grow_table(g_ident, g_ident_cap, 4096, [](const IdentitySlot& s) -> uint64_t { return s.addr ? hash_address(s.addr) : 0; }))
     return nullptr;
-  size_t j = (addr >> 4) & (g_ident_cap - 1);
+  size_t j = hash_address(addr) & (g_ident_cap - 1);
   while (g_ident[j].addr) {
     if (g_ident[j].addr == addr) return &g_ident[j];
     j = (j + 1) & (g_ident_cap - 1);
@@ -433,11 +433,11 @@ bool deaths_put(PyObject* w, uintptr_t addr) {
   if (table_full(g_deaths_used + 1, g_deaths_cap) &&
       !grow_table(g_deaths, g_deaths_cap, 4096,
                   [](const DeathSlot& d) -> uint64_t {
-                    return d.addr == kTombstone ? 0 : reinterpret_cast<uintptr_t>(d.weakref) >> 4;
+                    return d.addr == kTombstone || !d.weakref ? 0 : hash_address(reinterpret_cast<uintptr_t>(d.weakref));
                   },
                   &g_deaths_used))
     return false;
-  size_t j = (reinterpret_cast<uintptr_t>(w) >> 4) & (g_deaths_cap - 1);
+  size_t j = hash_address(reinterpret_cast<uintptr_t>(w)) & (g_deaths_cap - 1);
   while (g_deaths[j].weakref) j = (j + 1) & (g_deaths_cap - 1);
   g_deaths[j] = DeathSlot{w, addr};
   ++g_deaths_used;
@@ -446,7 +446,7 @@ bool deaths_put(PyObject* w, uintptr_t addr) {
 
 PyObject* object_died(PyObject*, PyObject* weakref) {
   if (g_deaths_cap) {
-    size_t j = (reinterpret_cast<uintptr_t>(weakref) >> 4) & (g_deaths_cap - 1);
+    size_t j = hash_address(reinterpret_cast<uintptr_t>(weakref)) & (g_deaths_cap - 1);
     while (g_deaths[j].weakref) {
       if (g_deaths[j].weakref == weakref && g_deaths[j].addr != kTombstone) {
         IdentitySlot* s = identity_slot(g_deaths[j].addr, false);
@@ -788,7 +788,7 @@ void shadow_check_key(const char* k, size_t n, PyObject* value, bool initial, bo
   // system's own insertion: its Import record tells it, as on 3.12+, where the watcher
   // never reports it. Recording it made a trace of 8 threads importing side by side
   // carry a change record for most of their imports.
-  bool own_insertion = !e->live && (by_import || name_in_flight(k, n));
+  bool own_insertion = !e->live && (by_import || (!initial && name_in_flight(k, n)));
   if (!initial && !own_insertion) {
     Loc stack[kStackDepth];
     int ns = capture_stack(stack, kStackDepth, false);
