@@ -1,6 +1,7 @@
 #include "cpython_api.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <sys/mman.h>
 
 #include <initializer_list>
@@ -114,6 +115,7 @@ bool resolve_cpython_api() {
     want(py.PyBytes_Size, "PyBytes_Size");
   }
   want(py.PyFrame_GetCode, "PyFrame_GetCode");
+  want(py.PyCFunction_Type, "PyCFunction_Type");
   if (py.minor >= 12) {
     want(py.PyDict_AddWatcher, "PyDict_AddWatcher");
     want(py.PyDict_Watch, "PyDict_Watch");
@@ -142,29 +144,83 @@ bool resolve_cpython_api() {
   return true;
 }
 
-ObjObjArgProc patch_dict_ass_subscript(ObjObjArgProc hook) {
-  if (py.minor > 11) return nullptr;
-  char* dict_type = static_cast<char*>(dlsym(RTLD_DEFAULT, "PyDict_Type"));
-  if (!dict_type) return nullptr;
-  // PyTypeObject: PyObject_VAR_HEAD (3 words) then tp_name; tp_as_mapping is word 14.
-  // Builds with Py_TRACE_REFS put two more words in front. tp_name == "dict" tells which
-  // layout this is; anything else and we do not touch the type.
+namespace {
+// A static type's slot table word `index` (PyTypeObject after PyObject_VAR_HEAD and
+// tp_name), for the layout whose tp_name is `name`: builds with Py_TRACE_REFS put two more
+// words in front of the header. Null when neither layout matches.
+void** type_word(const char* symbol, const char* name, size_t index) {
+  char* type = static_cast<char*>(dlsym(RTLD_DEFAULT, symbol));
+  if (!type) return nullptr;
   for (size_t head : {size_t(0), size_t(16)}) {
-    const char* const* name = reinterpret_cast<const char* const*>(dict_type + head + 24);
-    if (!*name || strcmp(*name, "dict") != 0) continue;
-    void** mapping = *reinterpret_cast<void***>(dict_type + head + 14 * 8);
-    if (!mapping) return nullptr;
-    void** slot = mapping + 2;  // PyMappingMethods: mp_length, mp_subscript, mp_ass_subscript
-    long page = sysconf(_SC_PAGESIZE);
-    uintptr_t start = reinterpret_cast<uintptr_t>(slot) & ~static_cast<uintptr_t>(page - 1);
-    if (mprotect(reinterpret_cast<void*>(start), static_cast<size_t>(page), PROT_READ | PROT_WRITE) != 0)
-      return nullptr;
-    ObjObjArgProc orig = reinterpret_cast<ObjObjArgProc>(*slot);
-    if (!orig) return nullptr;
-    __atomic_store_n(slot, reinterpret_cast<void*>(hook), __ATOMIC_RELEASE);
-    return orig;
+    const char* const* tp_name = reinterpret_cast<const char* const*>(type + head + 24);
+    if (*tp_name && strcmp(*tp_name, name) == 0) return reinterpret_cast<void**>(type + head + index * 8);
   }
   return nullptr;
+}
+
+// Makes the page holding `slot` writable (static types live in .data, which a hardened
+// build may have made read-only after relocation) and stores `value` there.
+bool store_slot(void** slot, void* value) {
+  long page = sysconf(_SC_PAGESIZE);
+  uintptr_t start = reinterpret_cast<uintptr_t>(slot) & ~static_cast<uintptr_t>(page - 1);
+  size_t len = reinterpret_cast<uintptr_t>(slot + 1) - start > static_cast<uintptr_t>(page)
+                   ? 2 * static_cast<size_t>(page) : static_cast<size_t>(page);
+  if (mprotect(reinterpret_cast<void*>(start), len, PROT_READ | PROT_WRITE) != 0) return false;
+  __atomic_store_n(slot, value, __ATOMIC_RELEASE);
+  return true;
+}
+}  // namespace
+
+void** find_audit_hook_head(void* entry) {
+  if (!entry) return nullptr;
+  void* runtime = dlsym(RTLD_DEFAULT, "_PyRuntime");
+  Dl_info info;
+  void* extra = nullptr;
+  if (!runtime || !dladdr1(runtime, &info, &extra, RTLD_DL_SYMENT)) return nullptr;
+  auto* sym = static_cast<const ElfW(Sym)*>(extra);
+  if (!sym ||
+      sym->st_size < sizeof(void*) || sym->st_size > (64u << 20))
+    return nullptr;
+  void** words = static_cast<void**>(runtime);
+  void** found = nullptr;
+  for (size_t i = 0; i < sym->st_size / sizeof(void*); ++i) {
+    if (words[i] != entry) continue;
+    if (found) return nullptr;  // twice: not sure which one is the head
+    found = &words[i];
+  }
+  return found;
+}
+
+SetterFn patch_class_setter(SetterFn hook) {
+  // tp_getset is word 31 of PyTypeObject (stable 3.8-3.13); object's first entry is
+  // {"__class__", object_get_class, object_set_class, doc, closure}.
+  void** getset = type_word("PyBaseObject_Type", "object", 31);
+  if (!getset || !*getset) return nullptr;
+  void** def = static_cast<void**>(*getset);
+  const char* name = static_cast<const char*>(def[0]);
+  if (!name || strcmp(name, "__class__") != 0 || !def[1] || !def[2]) return nullptr;
+  auto orig = reinterpret_cast<SetterFn>(def[2]);
+  if (!store_slot(&def[2], reinterpret_cast<void*>(hook))) return nullptr;
+  return orig;
+}
+
+DestructorFn patch_module_dealloc(DestructorFn hook) {
+  void** slot = type_word("PyModule_Type", "module", 6);  // tp_dealloc
+  if (!slot || !*slot) return nullptr;
+  auto orig = reinterpret_cast<DestructorFn>(*slot);
+  if (!store_slot(slot, reinterpret_cast<void*>(hook))) return nullptr;
+  return orig;
+}
+
+ObjObjArgProc patch_dict_ass_subscript(ObjObjArgProc hook) {
+  if (py.minor > 11) return nullptr;
+  // tp_as_mapping is word 14; PyMappingMethods: mp_length, mp_subscript, mp_ass_subscript.
+  void** as_mapping = type_word("PyDict_Type", "dict", 14);
+  if (!as_mapping || !*as_mapping) return nullptr;
+  void** slot = static_cast<void**>(*as_mapping) + 2;
+  auto orig = reinterpret_cast<ObjObjArgProc>(*slot);
+  if (!orig || !store_slot(slot, reinterpret_cast<void*>(hook))) return nullptr;
+  return orig;
 }
 
 void probe_dict_version() {

@@ -29,6 +29,7 @@ struct PyMethodDef {
   const char* ml_doc;
 };
 constexpr int METH_VARARGS = 0x0001;
+constexpr int METH_KEYWORDS = 0x0002;
 constexpr int METH_FASTCALL = 0x0080;
 constexpr int METH_O = 0x0008;
 
@@ -77,6 +78,7 @@ struct CPythonApi {
   PyObject* PyModule_Type;
   PyObject* PyUnicode_Type;
   PyObject* PyType_Type;
+  PyObject* PyCFunction_Type;  // builtin_function_or_method (null if not found)
   PyObject* None;  // &_Py_NoneStruct
   PyObject* PyExc_AttributeError;
   PyObject* (*PyModule_GetDict)(PyObject*);
@@ -206,6 +208,27 @@ struct Ref {
 // the one expected (then the tracer falls back to comparing at import boundaries).
 typedef int (*ObjObjArgProc)(PyObject*, PyObject*, PyObject*);
 ObjObjArgProc patch_dict_ass_subscript(ObjObjArgProc hook);
+
+// The runtime's list of C audit hooks (PySys_AddAuditHook) starts at a pointer inside
+// _PyRuntime (3.8-3.12 audit_hook_head, 3.13 audit_hooks.head). Once any hook is in that
+// list, CPython builds an argument tuple for every audit event of every interpreter (four
+// per import: import, open, marshal.loads, exec), whether or not a hook cares. This finds
+// the word holding `entry` (the list's first node) by scanning _PyRuntime, whose size the
+// symbol table gives, and returns it only when exactly one word matches; null otherwise
+// (then nobody touches the list).
+void** find_audit_hook_head(void* entry);
+
+// object's `__class__` setter, the one every `obj.__class__ = T` runs (through object's
+// getset descriptor, which points at the static PyGetSetDef in object's tp_getset). This
+// swaps its `set` for `hook` and returns the original, or null when the type layout or the
+// entry is not the one expected.
+typedef int (*SetterFn)(PyObject*, PyObject*, void*);
+SetterFn patch_class_setter(SetterFn hook);
+
+// types.ModuleType's tp_dealloc, which every module's deallocation runs (subclasses reach
+// it through subtype_dealloc). Swapped for `hook`; returns the original or null.
+typedef void (*DestructorFn)(PyObject*);
+DestructorFn patch_module_dealloc(DestructorFn hook);
 
 // Frame walking, one spelling for all versions. Returns new references.
 PyObject* frame_back(PyObject* frame);

@@ -381,6 +381,7 @@ void trim_reserve() {
 // two instructions of an append holds the lock: then the reserve stays (still valid).
 __attribute__((destructor)) void trim_at_exit() {
   if (pthread_mutex_trylock(&g_mutex) != 0) return;
+  TraceWriter::flush();  // hooks flush what they record; this is for anything left over
   trim_reserve();
   pthread_mutex_unlock(&g_mutex);
 }

@@ -390,14 +390,16 @@ bool in_main_interpreter();
 // ---- identity ------------------------------------------------------------------------
 // An address alone is not an identity: a module that dies (a failed import, a replaced
 // proxy) frees its address for the next object. Objects the story is about (modules and
-// proxies) get a weak reference whose callback bumps a generation for that address; the
+// proxies) are watched for their death, which bumps a generation for that address; the
 // token is generation << 48 | address (user-space addresses fit in 48 bits on x86_64 and
-// AArch64). The table is touched only with the main interpreter's GIL held, and the
-// callback never takes the writer lock (it can run inside our own Py_DecRef calls).
+// AArch64). Plain modules are watched by types.ModuleType's dealloc (patched at
+// installation: nothing to allocate per module); anything else gets a weak reference
+// whose callback does the same. The table is touched only with the main interpreter's GIL
+// held, and neither path takes the writer lock (they can run inside our own Py_DecRef).
 struct IdentitySlot {
   uintptr_t addr;
   uint32_t generation;
-  PyObject* weakref;  // owned; null once the object died or for objects without weakrefs
+  PyObject* weakref;  // owned; null once the object died, or when watched by dealloc
   uint64_t serial;    // the live tracked object's id; 0 when none
 };
 uint64_t g_next_serial = 0;
@@ -469,27 +471,47 @@ PyMethodDef g_object_died_def = {"_imptrace_object_died", reinterpret_cast<void*
                                  "imptrace: an object it identified died"};
 PyObject* g_object_died = nullptr;  // one callback for all weakrefs (deliberately kept)
 
+DestructorFn g_orig_module_dealloc = nullptr;
+
+// Every module's deallocation, in every interpreter. Only the main interpreter's objects
+// are in the table; a slot that has a weak reference is left to its callback.
+void module_dealloc_hook(PyObject* m) {
+  if (g_ident_cap && in_main_interpreter()) {
+    IdentitySlot* s = identity_slot(reinterpret_cast<uintptr_t>(m), false);
+    if (s && s->serial && !s->weakref) {
+      ++s->generation;
+      s->serial = 0;
+    }
+  }
+  g_orig_module_dealloc(m);
+}
+
 // Tracked objects (modules and proxies: what the identity story is about) get a dense
 // serial number, 1 or 2 bytes in the trace instead of an address's 7; it changes when the
-// weak reference says the object died. Others get their address (plus a generation).
+// object dies. Others get their address (plus a generation).
 uint64_t identity(PyObject* o, bool track) {
   auto addr = reinterpret_cast<uintptr_t>(o);
   IdentitySlot* s = nullptr;
   if (track && in_main_interpreter()) {
     s = identity_slot(addr, true);
-    if (s && !s->weakref) {
-      if (!g_object_died) g_object_died = py.PyCFunction_NewEx(&g_object_died_def, nullptr, nullptr);
-      PyObject* w = g_object_died ? py.PyWeakref_NewRef(o, g_object_died) : nullptr;
-      if (!w) py.PyErr_Clear();  // no weakref support: the address is all there is
-      if (w && !deaths_put(w, addr)) { py.Py_DecRef(w); w = nullptr; }
-      s->weakref = w;
-      if (w) s->serial = ++g_next_serial;
+    // No serial: nothing tracked lives here (a death clears it, and the weak reference).
+    if (s && !s->serial) {
+      if (g_orig_module_dealloc && type_of(o) == py.PyModule_Type) {
+        s->serial = ++g_next_serial;  // module_dealloc_hook sees it die
+      } else {
+        if (!g_object_died) g_object_died = py.PyCFunction_NewEx(&g_object_died_def, nullptr, nullptr);
+        PyObject* w = g_object_died ? py.PyWeakref_NewRef(o, g_object_died) : nullptr;
+        if (!w) py.PyErr_Clear();  // no weakref support: the address is all there is
+        if (w && !deaths_put(w, addr)) { py.Py_DecRef(w); w = nullptr; }
+        s->weakref = w;
+        if (w) s->serial = ++g_next_serial;
+      }
     }
   } else if (g_ident) {
     s = identity_slot(addr, false);
   }
-  // A live weak reference at this address means this very object is the tracked one.
-  if (s && s->weakref && s->serial) return s->serial;
+  // A live serial at this address means this very object is the tracked one.
+  if (s && s->serial) return s->serial;
   return kAddressId | (static_cast<uint64_t>(s ? s->generation & 0x3fff : 0) << 48) | addr;
 }
 
@@ -666,6 +688,23 @@ struct ShadowEntry {
   ObjInfo info;
   PyObject* value;  // identity only; may be dead, never dereferenced
 };
+// The shadow's keys stay as long as the process (an entry is never removed, only marked
+// not live), so their text goes into chunks that are never freed: no malloc per new key.
+char* key_copy_space(size_t n) {
+  static char* chunk = nullptr;
+  static size_t left = 0;
+  if (n > left) {
+    size_t size = n > 65536 ? n : 65536;
+    chunk = static_cast<char*>(malloc(size));
+    if (!chunk) { left = 0; return nullptr; }
+    left = size;
+  }
+  char* p = chunk;
+  chunk += n;
+  left -= n;
+  return p;
+}
+
 struct ModulesShadow {
   ShadowEntry* slots = nullptr;
   size_t cap = 0, used = 0, live = 0;
@@ -683,7 +722,7 @@ struct ModulesShadow {
       j = (j + 1) & (cap - 1);
     }
     if (!create) return nullptr;
-    char* copy = static_cast<char*>(malloc(n + 1));
+    char* copy = key_copy_space(n + 1);
     if (!copy) return nullptr;
     memcpy(copy, k, n);
     copy[n] = 0;
@@ -941,6 +980,11 @@ bool name_in_flight(const char* k, size_t n) {
 }
 
 // One import boundary (3.8-3.11): the caller holds the writer lock.
+// sys.modules' version tag when the last boundary was done with it: a boundary that finds
+// it unchanged has nothing to compare (most imports' starts: the previous import's end
+// already saw the dict as it is). 0: unknown.
+uint64_t g_boundary_version = 0;
+
 void shadow_boundary(ThreadState& t, PyObject* name, bool import_end, bool top_level,
                      const ObjInfo* known = nullptr, const ParentLookup* parent = nullptr) {
   if (!g_shadow_ready || g_shadow_generation != TW::generation()) {
@@ -950,7 +994,10 @@ void shadow_boundary(ThreadState& t, PyObject* name, bool import_end, bool top_l
     shadow_full_sync(true);
     g_shadow_ready = true;
     g_shadow_generation = TW::generation();
+    g_boundary_version = 0;
   }
+  uint64_t version = dict_version(g_sysmodules);
+  if (!top_level && !known && version && version == g_boundary_version) return;
   // The import in progress around us has put itself into sys.modules since its own start.
   for (int i = 0; i < t.depth && i < kMaxDepth; ++i) {
     InFlight& f = t.stack[i];
@@ -966,6 +1013,7 @@ void shadow_boundary(ThreadState& t, PyObject* name, bool import_end, bool top_l
   if (name) shadow_check_path(name, import_end, known, parent);
   if (top_level || py.PyDict_Size(g_sysmodules) != static_cast<Py_ssize_t>(g_shadow.live))
     shadow_full_sync(false);
+  g_boundary_version = dict_version(g_sysmodules);
 }
 
 // ---- sys.modules[k] = v / del sys.modules[k] (3.8-3.11) --------------------------------
@@ -1286,6 +1334,140 @@ void instrument_module_getattr(PyObject* module) {
   if (!fn || py.PyDict_SetItemString(d, "__getattr__", fn.get()) < 0) py.PyErr_Clear();
 }
 
+// ---- __class__ assignment -----------------------------------------------------------
+// `obj.__class__ = T`, seen before it happens. For an object under its own name in
+// sys.modules (LazyLoader turning a module into _LazyModule and back, a module making
+// itself a ModuleType subclass), that is a change of what sits under the name, recorded
+// exactly, as a new entry for the same object.
+void class_assignment(PyObject* obj, PyObject* new_type) {
+  if (!g_sysmodules || !in_main_interpreter() || g_finalizing || py.Py_IsFinalizing()) return;
+  if (!py.PyType_IsSubtype(type_of(obj), py.PyModule_Type)) return;
+  PyObject* d = py.PyModule_GetDict(obj);
+  PyObject* name = d ? dict_get_s(d, "__name__") : nullptr;
+  if (!name || py.PyDict_GetItem(g_sysmodules, name) != obj) { py.PyErr_Clear(); return; }
+  WriterLock lock;
+  ObjInfo oi = describe(obj), ni = describe(obj, new_type);
+  Loc stack[kStackDepth];
+  int ns = capture_stack(stack, kStackDepth, false);
+  emit_modules_change(intern_obj(name), ModulesChange::SET, &oi, &ni, ModulesChange::EXACT,
+                      ns > 0 && stack[0].importlib, stack, ns);
+  TW::flush();
+}
+
+// Runs class_assignment with the program's pending exception (if any) put aside.
+void note_class_assignment(PyObject* obj, PyObject* new_type) {
+  ThreadState& t = ts();
+  if (!g_enabled || t.busy || !TW::usable() || !obj || !new_type) return;
+  MainScope scope;
+  ++t.busy;
+  PyObject *et, *ev, *tb;
+  py.PyErr_Fetch(&et, &ev, &tb);
+  class_assignment(obj, new_type);
+  py.PyErr_Restore(et, ev, tb);
+  --t.busy;
+}
+
+// object's __class__ setter, swapped for this (patch_class_setter) at installation.
+SetterFn g_orig_class_setter = nullptr;
+int class_setter_hook(PyObject* self, PyObject* value, void* closure) {
+  note_class_assignment(self, value);
+  return g_orig_class_setter(self, value, closure);
+}
+
+// ---- exec ----------------------------------------------------------------------------
+// Before the process image is replaced, the file gives back its reserve (the new image
+// starts its own trace). os.execv and os.execve are the only ways Python code execs (every
+// os.exec* variant ends in one of them), so os's and posix's two functions are wrapped
+// once os has been imported; the wrappers are C functions (no frame, unchanged
+// tracebacks) that call the original with the same arguments.
+void before_exec() {
+  WriterLock lock;
+  TW::flush();
+  TW::finish();
+}
+
+PyObject* exec_wrapper(PyObject* orig, PyObject* args, PyObject* kwargs) {
+  before_exec();
+  return py.PyObject_Call(orig, args, kwargs);
+}
+
+PyMethodDef g_execv_def = {"execv", reinterpret_cast<void*>(exec_wrapper), METH_VARARGS | METH_KEYWORDS,
+                           "imptrace: gives back the trace's reserve, then runs os.execv"};
+PyMethodDef g_execve_def = {"execve", reinterpret_cast<void*>(exec_wrapper), METH_VARARGS | METH_KEYWORDS,
+                            "imptrace: gives back the trace's reserve, then runs os.execve"};
+bool g_exec_wrapped = false;
+
+// Replaces `name` in os's and posix's dicts (the same builtin in both) by one wrapper.
+bool wrap_exec_function(PyObject* os_dict, PyObject* posix_dict, const char* name, PyMethodDef* def) {
+  PyObject* orig = dict_get_s(os_dict, name);
+  if (!orig || !py.PyCFunction_Type || type_of(orig) != py.PyCFunction_Type) return false;
+  Ref wrapper(py.PyCFunction_NewEx(def, orig, nullptr));
+  if (!wrapper || py.PyDict_SetItemString(os_dict, name, wrapper.get()) < 0) { py.PyErr_Clear(); return false; }
+  if (posix_dict && dict_get_s(posix_dict, name) == orig &&
+      py.PyDict_SetItemString(posix_dict, name, wrapper.get()) < 0)
+    py.PyErr_Clear();
+  return true;
+}
+
+// ---- the audit hook's place in the runtime's list ---------------------------------------
+// The audit hook is how the tracer gets control at the first import of each interpreter.
+// Once the main interpreter is set up it has nothing left to do there, but while it is in
+// the runtime's list CPython builds an argument tuple for every audit event, four per
+// import (about 1.5 % of a start-up that imports thousands of small modules). So it steps
+// out of the list, and back in when it is needed again:
+//  - a module that creates sub-interpreters is imported (their first import must reach
+//    the hook to be traced);
+//  - os's exec functions could not be wrapped.
+// __class__ assignments are seen by object's __class__ setter instead (patched at
+// installation; if that fails, the hook stays). IMPTRACE_AUDIT_HOOK=1 keeps it in for the
+// whole run: for sub-interpreters created by C code (an embedding application) without
+// any of those modules. The node is never freed while out of the list (24 bytes).
+void* g_hook_entry = nullptr;    // our node in the list (allocated at registration)
+void** g_audit_head = nullptr;   // the word in _PyRuntime that points at the list
+bool g_audit_out = false;        // stepped out
+bool g_keep_audit_hook = false;  // IMPTRACE_AUDIT_HOOK=1
+
+void audit_hook_step_out() {
+  if (g_keep_audit_hook || g_audit_out || !g_orig_class_setter) return;
+  if (!g_audit_head) g_audit_head = find_audit_hook_head(g_hook_entry);
+  // Only while our node is the head (nothing registered before us) and alone in moving.
+  if (!g_audit_head || *g_audit_head != g_hook_entry) return;
+  __atomic_store_n(g_audit_head, *static_cast<void**>(g_hook_entry), __ATOMIC_RELEASE);
+  g_audit_out = true;
+}
+
+void audit_hook_step_in() {
+  if (!g_audit_out) return;
+  // Back at the head, in front of whatever was registered meanwhile (GIL held).
+  *static_cast<void**>(g_hook_entry) = *g_audit_head;
+  __atomic_store_n(g_audit_head, g_hook_entry, __ATOMIC_RELEASE);
+  g_audit_out = false;
+}
+
+// After a successful import in the main interpreter: the modules the hook's presence
+// depends on.
+void after_main_import(PyObject* name, PyObject* module) {
+  Py_ssize_t n = 0;
+  const char* s = utf8(name, &n);
+  if (!s || n < 2 || n > 18 || (s[0] != '_' && s[0] != 'o')) return;
+  if (n == 2 && s[1] == 's' && !g_exec_wrapped) {
+    PyObject* os_dict = type_of(module) == py.PyModule_Type ? py.PyModule_GetDict(module) : nullptr;
+    PyObject* posix = dict_get_s(g_sysmodules, "posix");
+    PyObject* posix_dict = posix && type_of(posix) == py.PyModule_Type ? py.PyModule_GetDict(posix) : nullptr;
+    g_exec_wrapped = os_dict && wrap_exec_function(os_dict, posix_dict, "execv", &g_execv_def) &&
+                     wrap_exec_function(os_dict, posix_dict, "execve", &g_execve_def);
+    if (!g_exec_wrapped) audit_hook_step_in();
+    return;
+  }
+  static const char* const creators[] = {"_testcapi", "_testinternalcapi", "_xxsubinterpreters", "_interpreters"};
+  for (const char* c : creators) {
+    if (strlen(c) == static_cast<size_t>(n) && memcmp(c, s, static_cast<size_t>(n)) == 0) {
+      audit_hook_step_in();
+      return;
+    }
+  }
+}
+
 // ---- the import hook ----------------------------------------------------------------
 PyObject* call_original(PyObject* orig, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs == 2) return py.PyObject_CallFunctionObjArgs(orig, args[0], args[1], nullptr);
@@ -1574,6 +1756,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
         maybe_instrument(under, obj);
         instrument_module_getattr(under);
       }
+      if (res) after_main_import(name, under);
       // Top-level imports are where a program's phases change (pytest collecting test
       // modules in an xdist worker that has just set PYTEST_XDIST_WORKER): re-read the
       // allow-listed environment there, not at every import.
@@ -1643,6 +1826,9 @@ void install_in_current_interpreter() {
     g_sysmodules = modules;
     py.Py_IncRef(modules);  // deliberate: we compare against it for the process lifetime
     probe_dict_version();
+    if (!g_orig_class_setter) g_orig_class_setter = patch_class_setter(class_setter_hook);
+    if (!g_orig_module_dealloc) g_orig_module_dealloc = patch_module_dealloc(module_dealloc_hook);
+    audit_hook_step_out();
     if (py.has_dict_watchers()) {
       int id = py.PyDict_AddWatcher(modules_watcher);
       if (id < 0 || py.PyDict_Watch(id, modules) < 0) py.PyErr_Clear();
@@ -1658,7 +1844,6 @@ void install_in_current_interpreter() {
 // below) and, when the hooks are about to be freed, the raw allocator is wrapped for the
 // moment it takes to hand exactly that pointer back to free().
 PyMemAllocatorEx g_raw_before;  // the allocator to forward to
-void* g_hook_entry = nullptr;
 
 void* rec_malloc(void*, size_t n) { void* p = malloc(n); if (!g_hook_entry) g_hook_entry = p; return p; }
 void* rec_calloc(void*, size_t a, size_t b) { return calloc(a, b); }
@@ -1678,53 +1863,20 @@ void fwd_free(void*, void* p) {
   g_raw_before.free(g_raw_before.ctx, p);
 }
 
-// `obj.__class__ = T` raises the audit event object.__setattr__ before it happens. For an
-// object under its own name in sys.modules (LazyLoader turning a module into _LazyModule
-// and back, a module making itself a ModuleType subclass), that is a change of what sits
-// under the name, recorded exactly, as a new entry for the same object.
-void class_assignment(PyObject* args) {
-  if (!g_sysmodules || !in_main_interpreter() || g_finalizing || py.PyTuple_Size(args) != 3) {
-    py.PyErr_Clear();
-    return;
-  }
-  PyObject* obj = py.PyTuple_GetItem(args, 0);
-  PyObject* attr = py.PyTuple_GetItem(args, 1);
-  PyObject* new_type = py.PyTuple_GetItem(args, 2);
-  Py_ssize_t n = 0;
-  const char* a = utf8(attr, &n);
-  if (!obj || !new_type || !a || n != 9 || memcmp(a, "__class__", 9) != 0) { py.PyErr_Clear(); return; }
-  Ref t(py.PyObject_Type(obj));
-  if (!py.PyType_IsSubtype(t.get(), py.PyModule_Type)) return;
-  PyObject* d = py.PyModule_GetDict(obj);
-  PyObject* name = d ? dict_get_s(d, "__name__") : nullptr;
-  if (!name || py.PyDict_GetItem(g_sysmodules, name) != obj) { py.PyErr_Clear(); return; }
-  WriterLock lock;
-  ObjInfo oi = describe(obj), ni = describe(obj, new_type);
-  Loc stack[kStackDepth];
-  int ns = capture_stack(stack, kStackDepth, false);
-  emit_modules_change(intern_obj(name), ModulesChange::SET, &oi, &ni, ModulesChange::EXACT,
-                      ns > 0 && stack[0].importlib, stack, ns);
-  TW::flush();
-}
-
 int audit_hook(const char* event, PyObject* args, void*) {
   if (event[0] == 'o' && event[1] == 's' && strcmp(event, "os.exec") == 0) {
-    // The new program image starts its own trace; leave this one without its reserve.
-    WriterLock lock;
-    TW::flush();
-    TW::finish();
+    if (!g_exec_wrapped) before_exec();
     return 0;
   }
   if (event[0] == 'o' && strcmp(event, "object.__setattr__") == 0) {
-    ThreadState& t = ts();
-    if (!g_enabled || t.busy || !TW::usable()) return 0;
-    MainScope scope;
-    ++t.busy;
-    PyObject *et, *ev, *tb;
-    py.PyErr_Fetch(&et, &ev, &tb);
-    class_assignment(args);
-    py.PyErr_Restore(et, ev, tb);
-    --t.busy;
+    if (g_orig_class_setter) return 0;  // the setter hook records it
+    if (py.PyTuple_Size(args) != 3) { py.PyErr_Clear(); return 0; }
+    PyObject* attr = py.PyTuple_GetItem(args, 1);
+    Py_ssize_t n = 0;
+    const char* a = utf8(attr, &n);
+    if (a && n == 9 && memcmp(a, "__class__", 9) == 0)
+      note_class_assignment(py.PyTuple_GetItem(args, 0), py.PyTuple_GetItem(args, 2));
+    py.PyErr_Clear();
     return 0;
   }
   if (event[0] == 'i' && strcmp(event, "import") == 0) {
@@ -1774,6 +1926,7 @@ __attribute__((constructor)) static void imptrace_start() {
   const char* p = getenv("IMPTRACE_PROXIES");
   g_proxies = !(p && strcmp(p, "0") == 0);
   g_native_stacks = env_true("IMPTRACE_NATIVE_STACKS");
+  g_keep_audit_hook = env_true("IMPTRACE_AUDIT_HOOK");
   if (g_native_stacks) {
     void* warm[4];
     backtrace(warm, 4);  // loads libgcc_s now, not inside the first import
