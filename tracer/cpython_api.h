@@ -30,7 +30,7 @@ struct PyMethodDef {
 };
 constexpr int METH_VARARGS = 0x0001;
 constexpr int METH_KEYWORDS = 0x0002;
-constexpr int METH_FASTCALL = 0x0080;
+constexpr int METH_FASTCALL = 0x0080;  // with METH_KEYWORDS: (self, args, nargs, kwnames)
 constexpr int METH_O = 0x0008;
 
 struct PyMemAllocatorEx {

@@ -63,6 +63,10 @@ size_t g_slot_cap = 0, g_slot_used = 0;
 char* g_arena = nullptr;
 size_t g_arena_len = 0, g_arena_cap = 0;
 uint32_t g_next_id = 1;
+// The prefix ('/'-paths, '.'-names) of the last string interned with one: offset in the
+// arena of a string that starts with it, its length and its id; 0 id = none.
+struct PrefixMemo { uint32_t off, len, id; };
+PrefixMemo g_prefix_memo[2];
 
 bool grow_slots() {
   return grow_table(g_slots, g_slot_cap, 4096, [](const Slot& s) { return s.hash; });
@@ -75,6 +79,7 @@ void reset_interning() {
   g_slot_used = 0;
   g_arena_len = 0;
   g_next_id = 1;
+  g_prefix_memo[0] = g_prefix_memo[1] = PrefixMemo{};
 }
 
 // ---- output naming -------------------------------------------------------------------
@@ -561,10 +566,17 @@ uint32_t TraceWriter::intern(const char* s, size_t n) {
     else if (dot) cut = static_cast<size_t>(dot - s) + 1;
     if (cut >= n || cut < 2) cut = 0;
     if (cut) {
-      prefix = intern(s, cut);  // may grow the table: find our slot again below
-      if (!prefix) cut = 0;
-      j = h & (g_slot_cap - 1);
-      while (g_slots[j].hash) j = (j + 1) & (g_slot_cap - 1);
+      // Siblings come one after another (a package's modules, a directory's files): the
+      // prefix of the last string of each kind is compared before it is looked up.
+      PrefixMemo& memo = g_prefix_memo[slash ? 0 : 1];
+      if (memo.id && memo.len == cut && memcmp(g_arena + memo.off, s, cut) == 0) {
+        prefix = memo.id;
+      } else {
+        prefix = intern(s, cut);  // may grow the table: find our slot again below
+        if (!prefix) cut = 0;
+        j = h & (g_slot_cap - 1);
+        while (g_slots[j].hash) j = (j + 1) & (g_slot_cap - 1);
+      }
     }
   }
   if (g_arena_len + n > g_arena_cap) {
@@ -577,6 +589,7 @@ uint32_t TraceWriter::intern(const char* s, size_t n) {
   }
   memcpy(g_arena + g_arena_len, s, n);
   Slot sl{h, static_cast<uint32_t>(g_arena_len), static_cast<uint32_t>(n), g_next_id++};
+  if (cut) g_prefix_memo[s[cut - 1] == '/' ? 0 : 1] = PrefixMemo{sl.off, static_cast<uint32_t>(cut), prefix};
   g_arena_len += n;
   g_slots[j] = sl;
   ++g_slot_used;

@@ -64,6 +64,12 @@ struct ThreadState {
   // and dropped when the same object comes back under the same key.
   PyObject* pending_pop_key = nullptr;
   PyObject* pending_pop_value = nullptr;
+  // While importlib's _handle_fromlist runs for `from pkg import a, b` (or __import__ with
+  // a fromlist): the frame that asked (a reference held for the call) and the import depth
+  // then. An import begun directly from there has that frame as its importer, so the stack
+  // is not walked back through importlib's frames (3.11+ makes a frame object for each).
+  PyObject* fromlist_frame = nullptr;
+  int fromlist_depth = -1;
 };
 thread_local ThreadState t_state;
 
@@ -348,9 +354,9 @@ CodeInfo& code_info(PyObject* code, CodeInfo& scratch) {
   return slot;
 }
 
-int capture_stack(Loc* out, int max, bool skip_importlib) {
+int capture_stack(Loc* out, int max, bool skip_importlib, PyObject* start = nullptr) {
   int n = 0;
-  PyObject* f = py.PyEval_GetFrame();  // borrowed
+  PyObject* f = start ? start : py.PyEval_GetFrame();  // borrowed
   if (!f) return 0;
   py.Py_IncRef(f);
   Ref frame(f);
@@ -1469,17 +1475,52 @@ void after_main_import(PyObject* name, PyObject* module) {
 }
 
 // ---- the import hook ----------------------------------------------------------------
-PyObject* call_original(PyObject* orig, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs == 2) return py.PyObject_CallFunctionObjArgs(orig, args[0], args[1], nullptr);
-  if (nargs == 1) return py.PyObject_CallFunctionObjArgs(orig, args[0], nullptr);
+// Calls importlib's function with the arguments our fast-call entry received (`kwnames`:
+// the names of the last arguments, passed by keyword). Up to three positional arguments
+// go through CPython's small-stack call (no tuple); anything else builds tuple and dict.
+PyObject* call_original(PyObject* orig, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames = nullptr) {
+  Py_ssize_t nkw = kwnames ? py.PyTuple_Size(kwnames) : 0;
+  if (nkw == 0) {
+    if (nargs == 2) return py.PyObject_CallFunctionObjArgs(orig, args[0], args[1], nullptr);
+    if (nargs == 1) return py.PyObject_CallFunctionObjArgs(orig, args[0], nullptr);
+    if (nargs == 3) return py.PyObject_CallFunctionObjArgs(orig, args[0], args[1], args[2], nullptr);
+  }
   Ref tuple(py.PyTuple_New(nargs));
   if (!tuple) return nullptr;
   for (Py_ssize_t i = 0; i < nargs; ++i) {
     py.Py_IncRef(args[i]);
     py.PyTuple_SetItem(tuple.get(), i, args[i]);
   }
-  return py.PyObject_Call(orig, tuple.get(), nullptr);
+  Ref kwargs(nkw ? py.PyDict_New() : nullptr);
+  if (nkw && !kwargs) return nullptr;
+  for (Py_ssize_t i = 0; i < nkw; ++i) {
+    Py_ssize_t n = 0;
+    const char* key = utf8(py.PyTuple_GetItem(kwnames, i), &n);
+    if (!key || py.PyDict_SetItemString(kwargs.get(), key, args[nargs + i]) < 0) return nullptr;
+  }
+  return py.PyObject_Call(orig, tuple.get(), kwargs.get());
 }
+
+// importlib._bootstrap._handle_fromlist, replaced like _find_and_load: notes the frame
+// that asked for the fromlist, then runs the original.
+PyObject* handle_fromlist_hook(PyObject* orig, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  ThreadState& t = ts();
+  PyObject* saved_frame = t.fromlist_frame;
+  int saved_depth = t.fromlist_depth;
+  PyObject* f = g_enabled && !t.busy ? py.PyEval_GetFrame() : nullptr;  // borrowed
+  if (f) py.Py_IncRef(f);
+  t.fromlist_frame = f;
+  t.fromlist_depth = f ? t.depth : -1;
+  PyObject* res = call_original(orig, args, nargs, kwnames);
+  t.fromlist_frame = saved_frame;
+  t.fromlist_depth = saved_depth;
+  if (f) py.Py_DecRef(f);  // the frame is still running: never the last reference
+  return res;
+}
+
+PyMethodDef g_handle_fromlist_def = {
+    "_handle_fromlist", reinterpret_cast<void*>(handle_fromlist_hook), METH_FASTCALL | METH_KEYWORDS,
+    "imptrace: notes who asked, then runs importlib's _handle_fromlist"};
 
 PyObject* g_modulespec_type = nullptr;  // importlib's ModuleSpec (main interpreter)
 
@@ -1670,7 +1711,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
   {
     ++t.busy;
     WriterLock lock;
-    capture_stack(&importer, 1, true);
+    capture_stack(&importer, 1, true, t.fromlist_depth == t.depth ? t.fromlist_frame : nullptr);
     if (shadowing) shadow_boundary(t, name, false, t.depth == 0);
     inflight_add(name, +1);
     record_sys_path_if_changed();
@@ -1815,6 +1856,11 @@ void install_in_current_interpreter() {
   if (!hook || py.PyDict_SetItemString(d, "_find_and_load", hook.get()) < 0) {
     py.PyErr_Clear();
     return;
+  }
+  // Optional: without it, importers are found by walking the stack.
+  if (PyObject* fromlist = dict_get_s(d, "_handle_fromlist")) {
+    Ref fl_hook(py.PyCFunction_NewEx(&g_handle_fromlist_def, fromlist, nullptr));
+    if (!fl_hook || py.PyDict_SetItemString(d, "_handle_fromlist", fl_hook.get()) < 0) py.PyErr_Clear();
   }
   remember_installed(id);
   if (interp == py.PyInterpreterState_Main()) {
