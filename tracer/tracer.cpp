@@ -1080,6 +1080,18 @@ int modules_watcher(int event, PyObject* dict, PyObject* key, PyObject* new_valu
     }
     const InFlight* in = innermost(t);
     if (!t.pending_pop_key && in && in->name == key) return 0;
+  } else if (event == DICT_DELETED && key && !t.pending_pop_key) {
+    // The pop half of the import system's pop-and-reinsert (3.12+ _load_unlocked): held
+    // until the re-insert, as below, without the slow path's locking.
+    const InFlight* in = innermost(t);
+    if (in && in->name == key && !py.PyErr_Occurred()) {
+      if (PyObject* old = dict_lookup(dict, key)) {
+        py.Py_IncRef(key);
+        t.pending_pop_key = key;
+        t.pending_pop_value = old;
+        return 0;
+      }
+    }
   }
   MainScope scope;
   ++t.busy;
