@@ -116,6 +116,7 @@ bool resolve_cpython_api() {
   }
   want(py.PyFrame_GetCode, "PyFrame_GetCode");
   want(py.PyCFunction_Type, "PyCFunction_Type");
+  want(py.PyObject_Vectorcall, "PyObject_Vectorcall");
   if (py.minor >= 12) {
     want(py.PyDict_AddWatcher, "PyDict_AddWatcher");
     want(py.PyDict_Watch, "PyDict_Watch");

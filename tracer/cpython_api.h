@@ -73,6 +73,8 @@ struct CPythonApi {
   PyObject* (*PyObject_Str)(PyObject*);
   PyObject* (*PyObject_CallFunctionObjArgs)(PyObject*, ...);
   PyObject* (*PyObject_Call)(PyObject*, PyObject*, PyObject*);
+  // 3.9+ (3.8 has it only as an inline function): a call with the arguments as received.
+  PyObject* (*PyObject_Vectorcall)(PyObject*, PyObject* const*, size_t, PyObject*);
   int (*PyType_IsSubtype)(PyObject*, PyObject*);
   unsigned long (*PyType_GetFlags)(PyObject*);
   PyObject* PyModule_Type;

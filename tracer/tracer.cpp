@@ -300,6 +300,27 @@ PyObject* dict_get_s(PyObject* d, const char* literal) {  // borrowed, no error
   return n ? dict_lookup(d, n) : py.PyDict_GetItemString(d, literal);
 }
 
+// Call sites with a literal name keep its object in a static of their own (one per
+// expansion of NAME): a load instead of a probe of the table above, at the fifteen or so
+// lookups of every import.
+struct Name { const char* text; PyObject* obj; };
+inline PyObject* name_obj(Name& n) {
+  if (!in_main_interpreter()) return nullptr;
+  if (!n.obj) n.obj = cached_name(n.text);
+  return n.obj;
+}
+#define NAME(lit) ([]() -> Name& { static Name n{lit, nullptr}; return n; }())
+
+PyObject* getattr_n(PyObject* o, Name& name) {  // new reference
+  PyObject* n = name_obj(name);
+  return n ? py.PyObject_GetAttr(o, n) : py.PyObject_GetAttrString(o, name.text);
+}
+
+PyObject* dict_get_n(PyObject* d, Name& name) {  // borrowed, no error
+  PyObject* n = name_obj(name);
+  return n ? dict_lookup(d, n) : py.PyDict_GetItemString(d, name.text);
+}
+
 // ---- locations ----------------------------------------------------------------------
 struct Loc { uint32_t file = 0, line = 0, func = 0; bool importlib = false; };
 
@@ -322,7 +343,7 @@ CodeInfo g_code_cache[kCodeCache];
 
 CodeInfo describe_code(PyObject* code) {
   CodeInfo ci;
-  Ref fn(getattr_s(code, "co_filename"));
+  Ref fn(getattr_n(code, NAME("co_filename")));
   Ref nm(getattr_s(code, py.minor >= 11 ? "co_qualname" : "co_name"));
   if (!fn || !nm) py.PyErr_Clear();
   Py_ssize_t fl = 0;
@@ -345,8 +366,8 @@ CodeInfo& code_info(PyObject* code, CodeInfo& scratch) {
   slot.code = code;
   slot.generation = TW::generation();
   if (!ci.importlib && py.PyFrame_GetLasti) {
-    Ref table(getattr_s(code, "co_linetable"));
-    Ref first(table ? getattr_s(code, "co_firstlineno") : nullptr);
+    Ref table(getattr_n(code, NAME("co_linetable")));
+    Ref first(table ? getattr_n(code, NAME("co_firstlineno")) : nullptr);
     if (!first) py.PyErr_Clear();
     line_cursor_init(slot.lines, table.get(), first.get());
   }
@@ -566,8 +587,8 @@ uint32_t type_name(PyObject* type) {
 
 uint32_t type_name_uncached(PyObject* type) {
   if (type == py.PyModule_Type) return TW::intern("module");
-  Ref qn(getattr_s(type, "__qualname__"));
-  Ref mod(getattr_s(type, "__module__"));
+  Ref qn(getattr_n(type, NAME("__qualname__")));
+  Ref mod(getattr_n(type, NAME("__module__")));
   if (!qn || !mod) py.PyErr_Clear();
   Py_ssize_t nq = 0, nm = 0;
   const char* q = utf8(qn.get(), &nq);
@@ -620,8 +641,8 @@ ObjInfo describe(PyObject* o, PyObject* as_type = nullptr, Ref* dict_out = nullp
   i.id = identity(o, is_module || (i.flags & ObjectFlags::proxy));
   Ref d(instance_dict(o, is_module));
   if (d) {
-    i.name = intern_obj(dict_get_s(d.get(), "__name__"));
-    i.file = intern_obj(dict_get_s(d.get(), "__file__"));
+    i.name = intern_obj(dict_get_n(d.get(), NAME("__name__")));
+    i.file = intern_obj(dict_get_n(d.get(), NAME("__file__")));
   }
   if (dict_out) dict_out->reset(d.release());
   return i;
@@ -1177,10 +1198,10 @@ PyMethodDef g_module_getattr_def = {"__getattr__", reinterpret_cast<void*>(modul
 Loc function_location(PyObject* fn) {
   Loc l;
   if (!fn) return l;
-  Ref code(getattr_s(fn, "__code__"));
+  Ref code(getattr_n(fn, NAME("__code__")));
   if (!code) { py.PyErr_Clear(); return l; }
-  Ref file(getattr_s(code.get(), "co_filename"));
-  Ref line(getattr_s(code.get(), "co_firstlineno"));
+  Ref file(getattr_n(code.get(), NAME("co_filename")));
+  Ref line(getattr_n(code.get(), NAME("co_firstlineno")));
   Ref name(getattr_s(code.get(), py.minor >= 11 ? "co_qualname" : "co_name"));
   if (!file || !line || !name) py.PyErr_Clear();
   l.file = intern_obj(file.get());
@@ -1193,7 +1214,7 @@ Loc function_location(PyObject* fn) {
 PyObject* python_function_attr(PyObject* type, const char* attr) {
   PyObject* f = getattr_s(type, attr);
   if (!f) { py.PyErr_Clear(); return nullptr; }
-  PyObject* code = getattr_s(f, "__code__");
+  PyObject* code = getattr_n(f, NAME("__code__"));
   if (!code) { py.PyErr_Clear(); py.Py_DecRef(f); return nullptr; }
   py.Py_DecRef(code);
   return f;
@@ -1227,7 +1248,7 @@ void instrument_proxy_class(PyObject* type) {
   put_loc(b, ProxyClass::getattribute_at, function_location(gab.get()));
   put_loc(b, ProxyClass::setattr_at, function_location(sa.get()));
   wire::put_bool(b, ProxyClass::module_subclass, py.PyType_IsSubtype(type, py.PyModule_Type) != 0);
-  Ref mod(getattr_s(type, "__module__"));
+  Ref mod(getattr_n(type, NAME("__module__")));
   if (!mod) py.PyErr_Clear();
   wire::put_uint(b, ProxyClass::defined_in, intern_obj(mod.get()));
   TW::end_record(r);
@@ -1242,7 +1263,7 @@ void instrument_proxy_class(PyObject* type) {
 // module the proxy holds in its own dict.
 ObjInfo forwarded_target(PyObject* proxy, PyObject* ev) {
   if (ev && py.minor >= 10) {
-    Ref o(getattr_s(ev, "obj"));
+    Ref o(getattr_n(ev, NAME("obj")));
     if (!o) py.PyErr_Clear();
     if (o && o.get() != py.None && o.get() != proxy) return describe(o.get());
   }
@@ -1337,10 +1358,10 @@ void instrument_module_getattr(PyObject* module) {
   if (!py.PyType_IsSubtype(t.get(), py.PyModule_Type)) return;
   PyObject* d = py.PyModule_GetDict(module);
   if (!d) { py.PyErr_Clear(); return; }
-  PyObject* ga = dict_get_s(d, "__getattr__");
-  PyObject* name = dict_get_s(d, "__name__");
+  PyObject* ga = dict_get_n(d, NAME("__getattr__"));
+  PyObject* name = dict_get_n(d, NAME("__name__"));
   if (!ga || !name) return;
-  Ref code(getattr_s(ga, "__code__"));
+  Ref code(getattr_n(ga, NAME("__code__")));
   if (!code) { py.PyErr_Clear(); return; }  // not a Python function (maybe already ours)
   Ref self(py.PyTuple_New(2));
   if (!self) { py.PyErr_Clear(); return; }
@@ -1361,7 +1382,7 @@ void class_assignment(PyObject* obj, PyObject* new_type) {
   if (!g_sysmodules || !in_main_interpreter() || g_finalizing || py.Py_IsFinalizing()) return;
   if (!py.PyType_IsSubtype(type_of(obj), py.PyModule_Type)) return;
   PyObject* d = py.PyModule_GetDict(obj);
-  PyObject* name = d ? dict_get_s(d, "__name__") : nullptr;
+  PyObject* name = d ? dict_get_n(d, NAME("__name__")) : nullptr;
   if (!name || py.PyDict_GetItem(g_sysmodules, name) != obj) { py.PyErr_Clear(); return; }
   WriterLock lock;
   ObjInfo oi = describe(obj), ni = describe(obj, new_type);
@@ -1470,7 +1491,7 @@ void after_main_import(PyObject* name, PyObject* module) {
   if (!s || n < 2 || n > 18 || (s[0] != '_' && s[0] != 'o')) return;
   if (n == 2 && s[1] == 's' && !g_exec_wrapped) {
     PyObject* os_dict = type_of(module) == py.PyModule_Type ? py.PyModule_GetDict(module) : nullptr;
-    PyObject* posix = dict_get_s(g_sysmodules, "posix");
+    PyObject* posix = dict_get_n(g_sysmodules, NAME("posix"));
     PyObject* posix_dict = posix && type_of(posix) == py.PyModule_Type ? py.PyModule_GetDict(posix) : nullptr;
     g_exec_wrapped = os_dict && wrap_exec_function(os_dict, posix_dict, "execv", &g_execv_def) &&
                      wrap_exec_function(os_dict, posix_dict, "execve", &g_execve_def);
@@ -1488,9 +1509,11 @@ void after_main_import(PyObject* name, PyObject* module) {
 
 // ---- the import hook ----------------------------------------------------------------
 // Calls importlib's function with the arguments our fast-call entry received (`kwnames`:
-// the names of the last arguments, passed by keyword). Up to three positional arguments
-// go through CPython's small-stack call (no tuple); anything else builds tuple and dict.
+// the names of the last arguments, passed by keyword): as they are (3.9+), else up to
+// three positional arguments through CPython's small-stack call (no tuple) and anything
+// more with a tuple and a dict.
 PyObject* call_original(PyObject* orig, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames = nullptr) {
+  if (py.PyObject_Vectorcall) return py.PyObject_Vectorcall(orig, args, static_cast<size_t>(nargs), kwnames);
   Py_ssize_t nkw = kwnames ? py.PyTuple_Size(kwnames) : 0;
   if (nkw == 0) {
     if (nargs == 2) return py.PyObject_CallFunctionObjArgs(orig, args[0], args[1], nullptr);
@@ -1540,13 +1563,13 @@ PyObject* g_modulespec_type = nullptr;  // importlib's ModuleSpec (main interpre
 // ModuleSpec keeps these as plain instance attributes, so a normal lookup is safe (and
 // unlike asking for its __dict__, does not make 3.11+ materialise one); any other spec
 // class is read through its instance dict.
-PyObject* spec_attr(PyObject* spec, bool plain_spec, PyObject* spec_dict, const char* literal) {
+PyObject* spec_attr(PyObject* spec, bool plain_spec, PyObject* spec_dict, Name& name) {
   if (plain_spec) {
-    PyObject* v = getattr_s(spec, literal);
+    PyObject* v = getattr_n(spec, name);
     if (!v) py.PyErr_Clear();
     return v;
   }
-  PyObject* v = spec_dict ? dict_get_s(spec_dict, literal) : nullptr;
+  PyObject* v = spec_dict ? dict_get_n(spec_dict, name) : nullptr;
   if (v) py.Py_IncRef(v);
   return v;
 }
@@ -1554,27 +1577,27 @@ PyObject* spec_attr(PyObject* spec, bool plain_spec, PyObject* spec_dict, const 
 // `d`: the module's instance dict (as describe read it).
 uint32_t record_spec(wire::ByteBuf& b, PyObject* d, uint32_t name_id) {
   if (!d) return 0;
-  PyObject* spec = dict_get_s(d, "__spec__");
+  PyObject* spec = dict_get_n(d, NAME("__spec__"));
   uint32_t origin = 0;
   if (spec && spec != py.None) {
     bool plain = g_modulespec_type && type_of(spec) == g_modulespec_type && in_main_interpreter();
     Ref sd(plain ? nullptr : py.PyObject_GenericGetDict(spec, nullptr));
     if (!plain && !sd) py.PyErr_Clear();
     if (plain || sd) {
-      Ref sname(spec_attr(spec, plain, sd.get(), "name"));
+      Ref sname(spec_attr(spec, plain, sd.get(), NAME("name")));
       uint32_t spec_name = intern_obj(sname.get());
       if (spec_name != name_id) wire::put_uint(b, Import::spec_name, spec_name);
-      Ref sorigin(spec_attr(spec, plain, sd.get(), "origin"));
+      Ref sorigin(spec_attr(spec, plain, sd.get(), NAME("origin")));
       origin = intern_obj(sorigin.get());
       wire::put_uint(b, Import::origin, origin);
-      Ref loader(spec_attr(spec, plain, sd.get(), "loader"));
+      Ref loader(spec_attr(spec, plain, sd.get(), NAME("loader")));
       if (loader && loader.get() != py.None) {
         // A loader may be a class (BuiltinImporter, FrozenImporter) or an instance.
         PyObject* lt = type_of(loader.get());
         bool is_class = py.PyType_IsSubtype(lt, py.PyType_Type) != 0;
         wire::put_uint(b, Import::loader, type_name(is_class ? loader.get() : lt));
       }
-      Ref locs(spec_attr(spec, plain, sd.get(), "submodule_search_locations"));
+      Ref locs(spec_attr(spec, plain, sd.get(), NAME("submodule_search_locations")));
       if (locs && (py.PyType_GetFlags(type_of(locs.get())) & TPFLAGS_LIST_SUBCLASS)) {
         Py_ssize_t n = py.PyList_Size(locs.get());
         for (Py_ssize_t i = 0; i < n && i < 64; ++i)
@@ -1582,7 +1605,7 @@ uint32_t record_spec(wire::ByteBuf& b, PyObject* d, uint32_t name_id) {
       }
     }
   }
-  uint32_t file = intern_obj(dict_get_s(d, "__file__"));
+  uint32_t file = intern_obj(dict_get_n(d, NAME("__file__")));
   if (file != origin) wire::put_uint(b, Import::file, file);
   return file ? file : origin;
 }
@@ -1637,7 +1660,7 @@ void record_sys_path_if_changed() {
   // sys.path is read at every import: in the main interpreter straight from sys's dict with
   // a cached key (PySys_GetObject builds a new str for its name on each call).
   PyObject* path = nullptr;
-  if (g_sys_dict && in_main_interpreter()) path = dict_get_s(g_sys_dict, "path");
+  if (g_sys_dict && in_main_interpreter()) path = dict_get_n(g_sys_dict, NAME("path"));
   else path = py.PySys_GetObject("path");  // borrowed
   if (!path) return;
   if (!(py.PyType_GetFlags(type_of(path)) & TPFLAGS_LIST_SUBCLASS)) return;
@@ -1741,12 +1764,12 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
   uint64_t end = TW::now_ns();
   --t.depth;
   InFlight self = t.stack[t.depth];
-  {
+  // Begun before a fork, ended in the child: the parent's file has it, not ours.
+  if (self.generation != TW::generation() || !TW::usable()) {
     WriterLock lock;
     inflight_add(name, -1);
+    return res;
   }
-  // Begun before a fork, ended in the child: the parent's file has it, not ours.
-  if (self.generation != TW::generation() || !TW::usable()) return res;
 
   ++t.busy;
   PyObject *et = nullptr, *ev = nullptr, *tb = nullptr;
@@ -1756,6 +1779,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
   }
   {
     WriterLock lock;
+    inflight_add(name, -1);
     auto& b = TW::buf();
     uint32_t name_id = intern_obj(name);
     uint32_t test = current_test();
@@ -1859,10 +1883,10 @@ void install_in_current_interpreter() {
   if (installed_in(id)) return;
   PyObject* modules = py.PyImport_GetModuleDict();
   if (!modules) return;
-  PyObject* bootstrap = dict_get_s(modules, "_frozen_importlib");
+  PyObject* bootstrap = dict_get_n(modules, NAME("_frozen_importlib"));
   if (!bootstrap) return;  // too early: try again at the next event
   PyObject* d = py.PyModule_GetDict(bootstrap);
-  PyObject* orig = d ? dict_get_s(d, "_find_and_load") : nullptr;
+  PyObject* orig = d ? dict_get_n(d, NAME("_find_and_load")) : nullptr;
   if (!orig) { py.PyErr_Clear(); return; }
   Ref hook(py.PyCFunction_NewEx(&g_find_and_load_def, orig, nullptr));
   if (!hook || py.PyDict_SetItemString(d, "_find_and_load", hook.get()) < 0) {
@@ -1870,7 +1894,7 @@ void install_in_current_interpreter() {
     return;
   }
   // Optional: without it, importers are found by walking the stack.
-  if (PyObject* fromlist = dict_get_s(d, "_handle_fromlist")) {
+  if (PyObject* fromlist = dict_get_n(d, NAME("_handle_fromlist"))) {
     Ref fl_hook(py.PyCFunction_NewEx(&g_handle_fromlist_def, fromlist, nullptr));
     if (!fl_hook || py.PyDict_SetItemString(d, "_handle_fromlist", fl_hook.get()) < 0) py.PyErr_Clear();
   }
