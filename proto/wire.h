@@ -75,8 +75,9 @@ inline void put_tag(ByteBuf& b, uint32_t field, WireType t) {
 // Scalar fields. Proto3 omits zero values, so do we: smaller traces, same meaning.
 inline void put_uint(ByteBuf& b, uint32_t field, uint64_t v) {
   if (!v) return;
-  put_tag(b, field, VARINT);
-  put_varint(b, v);
+  if (!b.reserve(20)) return;  // tag and value: one check for both (the tracer's hot path)
+  b.n += encode_varint(b.p + b.n, (static_cast<uint64_t>(field) << 3) | VARINT);
+  b.n += encode_varint(b.p + b.n, v);
 }
 inline void put_sint64_as_int64(ByteBuf& b, uint32_t field, int64_t v) {
   if (!v) return;

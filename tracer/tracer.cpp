@@ -968,11 +968,13 @@ struct ParentLookup {
   PyObject* obj = nullptr;
 };
 
-void shadow_check_path(PyObject* name_obj, bool by_import, const ObjInfo* known, const ParentLookup* parent) {
+// `value`: sys.modules[name_obj] when the caller has just looked it up.
+void shadow_check_path(PyObject* name_obj, bool by_import, const ObjInfo* known, const ParentLookup* parent,
+                       PyObject* const* value) {
   Py_ssize_t n = 0;
   const char* s = utf8(name_obj, &n);
   if (!s) return;
-  shadow_check_one(s, static_cast<size_t>(n), dict_lookup(g_sysmodules, name_obj), by_import, known);
+  shadow_check_one(s, static_cast<size_t>(n), value ? *value : dict_lookup(g_sysmodules, name_obj), by_import, known);
   if (parent && parent->text) shadow_check_one(parent->text, parent->len, parent->obj, false, nullptr);
 }
 
@@ -1013,7 +1015,8 @@ bool name_in_flight(const char* k, size_t n) {
 uint64_t g_boundary_version = 0;
 
 void shadow_boundary(ThreadState& t, PyObject* name, bool import_end, bool top_level,
-                     const ObjInfo* known = nullptr, const ParentLookup* parent = nullptr) {
+                     const ObjInfo* known = nullptr, const ParentLookup* parent = nullptr,
+                     PyObject* const* value = nullptr) {
   if (!g_shadow_ready || g_shadow_generation != TW::generation()) {
     // First boundary, or first in a fork child (whose file must define its strings anew).
     for (size_t i = 0; i < g_shadow.cap; ++i) g_shadow.slots[i].live = false;
@@ -1037,7 +1040,7 @@ void shadow_boundary(ThreadState& t, PyObject* name, bool import_end, bool top_l
       f.noted = true;
     }
   }
-  if (name) shadow_check_path(name, import_end, known, parent);
+  if (name) shadow_check_path(name, import_end, known, parent, value);
   if (top_level || py.PyDict_Size(g_sysmodules) != static_cast<Py_ssize_t>(g_shadow.live))
     shadow_full_sync(false);
   g_boundary_version = dict_version(g_sysmodules);
@@ -1574,8 +1577,8 @@ PyObject* spec_attr(PyObject* spec, bool plain_spec, PyObject* spec_dict, Name& 
   return v;
 }
 
-// `d`: the module's instance dict (as describe read it).
-uint32_t record_spec(wire::ByteBuf& b, PyObject* d, uint32_t name_id) {
+// `d`: the module's instance dict, `file` the id of its __file__ (as describe read them).
+uint32_t record_spec(wire::ByteBuf& b, PyObject* d, uint32_t name_id, uint32_t file) {
   if (!d) return 0;
   PyObject* spec = dict_get_n(d, NAME("__spec__"));
   uint32_t origin = 0;
@@ -1605,7 +1608,6 @@ uint32_t record_spec(wire::ByteBuf& b, PyObject* d, uint32_t name_id) {
       }
     }
   }
-  uint32_t file = intern_obj(dict_get_n(d, NAME("__file__")));
   if (file != origin) wire::put_uint(b, Import::file, file);
   return file ? file : origin;
 }
@@ -1630,22 +1632,36 @@ void record_binding(PyObject* name, uint64_t index, PyObject* now, PyObject* chi
   out->len = pl;
   out->obj = parent_obj;
   if (!parent_obj) return;
+  // parent and attribute are the import's name split at its last dot: left out. The
+  // parent module's own name and file are left out when it is the plain module named
+  // `parent` (its import record has them); then they are not looked up either.
   Ref d;
-  ObjInfo pi = describe(parent_obj, nullptr, &d);
+  ObjInfo pi;
+  if (type_of(parent_obj) == py.PyModule_Type) {
+    PyObject* pd = py.PyModule_GetDict(parent_obj);
+    Py_ssize_t nn = 0;
+    const char* pname = pd ? utf8(dict_get_n(pd, NAME("__name__")), &nn) : nullptr;
+    if (pname && static_cast<size_t>(nn) == pl && memcmp(pname, parent, pl) == 0) {
+      pi.id = identity(parent_obj, true);
+      pi.flags = ObjectFlags::plain_module | ObjectFlags::elided_name_file;
+      py.Py_IncRef(pd);
+      d.reset(pd);
+    }
+  }
+  if (!pi.id) {
+    pi = describe(parent_obj, nullptr, &d);
+    if (pi.flags == ObjectFlags::plain_module && pi.name == text_id(parent_str, parent, pl)) {
+      pi.name = pi.file = 0;
+      pi.flags |= ObjectFlags::elided_name_file;
+    }
+  }
   const char* attr = dot + 1;
   PyObject* val = d ? dict_get_text(d.get(), text_str(attr, static_cast<size_t>(n) - pl - 1), attr) : nullptr;
   uint32_t status = !val ? Binding::MISSING : val != child ? Binding::MISMATCH
                   : (pi.flags & ObjectFlags::proxy) ? Binding::ON_PROXY : Binding::BOUND;
   auto r = TW::begin_record(Record::binding);
   auto& b = TW::buf();
-  // parent and attribute are the import's name split at its last dot: left out. The
-  // parent module's own name and file are left out when it is the plain module named
-  // `parent` (its import record has them).
   wire::put_uint(b, Binding::import_index, index);
-  if (pi.flags == ObjectFlags::plain_module && pi.name == text_id(parent_str, parent, pl)) {
-    pi.name = pi.file = 0;
-    pi.flags |= ObjectFlags::elided_name_file;
-  }
   put_obj(b, Binding::bound_on, pi);
   if (child && child != now) put_obj(b, Binding::child, describe(child));
   wire::put_uint(b, Binding::status, status);
@@ -1809,7 +1825,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
       // In an Import, the object's own __name__ and __file__ are left out when they are the
       // import's name and file (the common case); readers fill them back in.
       ObjInfo slim = obj;
-      uint32_t file_id = record_spec(b, under_dict.get(), name_id);
+      uint32_t file_id = record_spec(b, under_dict.get(), name_id, obj.file);
       if (slim.name == name_id && slim.file == file_id && slim.name) {
         slim.name = slim.file = 0;
         slim.flags |= ObjectFlags::elided_name_file;
@@ -1828,7 +1844,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
       char parent_text[1024];
       ParentLookup parent;
       if (res) record_binding(name, index, in_modules, under, parent_text, sizeof parent_text, &parent);
-      if (shadowing) shadow_boundary(t, name, true, t.depth == 0, res ? &obj : nullptr, &parent);
+      if (shadowing) shadow_boundary(t, name, true, t.depth == 0, res ? &obj : nullptr, &parent, res ? &in_modules : nullptr);
       if (res && g_proxies) {
         maybe_instrument(under, obj);
         instrument_module_getattr(under);
