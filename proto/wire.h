@@ -95,23 +95,29 @@ inline void put_string(ByteBuf& b, uint32_t field, const char* s) {
   if (s && *s) put_bytes(b, field, s, strlen(s));
 }
 
-// Nested messages: the length prefix is only known at the end, so the body is written
-// first and shifted right by the size of its length varint. Messages are small (under a
-// few KiB), so the shift costs less than a second buffer would.
+// Nested messages: the length prefix is only known at the end. One byte is kept for it,
+// which is enough for the bodies the tracer writes at every import (under 128 bytes); a
+// longer body is shifted right by the extra bytes its length varint needs. The bytes are
+// the same either way.
 struct Mark { size_t body_start; };
 
 inline Mark begin_message(ByteBuf& b, uint32_t field) {
   put_tag(b, field, LEN);
+  if (b.reserve(1)) b.p[b.n++] = 0;
   return Mark{b.n};
 }
 inline void end_message(ByteBuf& b, Mark m) {
   if (b.failed) return;
   size_t len = b.n - m.body_start;
-  size_t vs = varint_size(len);
-  if (!b.reserve(vs)) return;
-  memmove(b.p + m.body_start + vs, b.p + m.body_start, len);
-  encode_varint(b.p + m.body_start, len);
-  b.n += vs;
+  if (len < 0x80) {
+    b.p[m.body_start - 1] = static_cast<uint8_t>(len);
+    return;
+  }
+  size_t extra = varint_size(len) - 1;
+  if (!b.reserve(extra)) return;
+  memmove(b.p + m.body_start + extra, b.p + m.body_start, len);
+  encode_varint(b.p + m.body_start - 1, len);
+  b.n += extra;
 }
 
 // ---------------------------------------------------------------------------------------

@@ -56,6 +56,31 @@ TEST(Wire, NestedMessageRoundTrip) {
   EXPECT_TRUE(m.ok && m.done());
 }
 
+// The encoder keeps one byte for a nested message's length and shifts longer bodies: the
+// bytes must be the canonical encoding for 1-, 2- and 3-byte lengths.
+TEST(Wire, NestedMessageLengthBytes) {
+  for (size_t body : {size_t(0), size_t(5), size_t(125), size_t(126), size_t(200), size_t(16381), size_t(20000)}) {
+    ByteBuf b;
+    auto m = begin_message(b, 2);
+    std::string data(body >= 3 ? body - 3 : 0, 'y');  // put_bytes adds tag + 1- or 2-byte length
+    if (body) put_bytes(b, 1, data.data(), data.size());
+    size_t payload = b.n - m.body_start;
+    end_message(b, m);
+    ByteBuf want;
+    put_tag(want, 2, LEN);
+    put_varint(want, payload);
+    ASSERT_EQ(b.n, want.n + payload) << body;
+    EXPECT_EQ(0, memcmp(b.p, want.p, want.n)) << body;
+    Reader r(b.p, b.n);
+    uint32_t f;
+    WireType t;
+    ASSERT_TRUE(r.tag(f, t));
+    Reader in = r.sub();
+    EXPECT_TRUE(r.ok && r.done()) << body;
+    EXPECT_EQ(static_cast<size_t>(in.end - in.p), payload) << body;
+  }
+}
+
 TEST(Wire, ZeroScalarsAreOmitted) {
   ByteBuf b;
   put_uint(b, 1, 0);
