@@ -243,6 +243,37 @@ void probe_dict_version() {
     py.dict_version_offset = off;
 }
 
+const char* str_utf8_slow(PyObject* s, Py_ssize_t* n) {
+  if (!s || !(py.PyType_GetFlags(type_of(s)) & TPFLAGS_UNICODE_SUBCLASS)) return nullptr;
+  const char* p = py.PyUnicode_AsUTF8AndSize(s, n);
+  if (!p) py.PyErr_Clear();  // lone surrogates: treated as absent rather than raising
+  return p;
+}
+
+void probe_str_layout() {
+  if (py.ob_type_offset < 0 || py.ascii_data_offset >= 0 || py.minor < 8 || py.minor > 13) return;
+  int offset = py.ob_type_offset + (py.minor >= 12 ? 32 : 40);  // after ob_type: length, hash, state, [wstr]
+  PyObject* ascii = py.PyUnicode_FromString("imptrace layout probe");
+  PyObject* latin = py.PyUnicode_FromString("caf\xc3\xa9");  // "café": compact, not ASCII
+  bool ok = ascii && latin;
+  if (ok) {
+    const char* a = reinterpret_cast<const char*>(ascii) + py.ob_type_offset;
+    const char* l = reinterpret_cast<const char*>(latin) + py.ob_type_offset;
+    uint32_t sa = *reinterpret_cast<const uint32_t*>(a + 24), sl = *reinterpret_cast<const uint32_t*>(l + 24);
+    Py_ssize_t n = 0;
+    const char* api = py.PyUnicode_AsUTF8AndSize(ascii, &n);
+    ok = (sa & 0x60u) == 0x60u && (sl & 0x60u) == 0x20u &&
+         *reinterpret_cast<const Py_ssize_t*>(a + 8) == 21 && n == 21 &&
+         *reinterpret_cast<const Py_ssize_t*>(l + 8) == 4 &&
+         api == reinterpret_cast<const char*>(ascii) + offset &&
+         memcmp(api, "imptrace layout probe", 21) == 0;
+  }
+  if (!ok) py.PyErr_Clear();
+  if (ascii) py.Py_DecRef(ascii);
+  if (latin) py.Py_DecRef(latin);
+  if (ok) py.ascii_data_offset = offset;
+}
+
 PyObject* type_of_slow(PyObject* o) {
   PyObject* t = py.PyObject_Type(o);
   if (t) py.Py_DecRef(t);  // still alive: o holds it

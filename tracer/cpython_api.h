@@ -146,6 +146,9 @@ struct CPythonApi {
   int ob_type_offset = -1;
   // Where a dict's version tag sits (3.8-3.11), -1 until probe_dict_version confirmed it.
   int dict_version_offset = -1;
+  // Where a compact ASCII str's characters start (after PyASCIIObject: 48 bytes up to
+  // 3.11, which still has wstr, 40 from 3.12), -1 until probe_str_layout confirmed it.
+  int ascii_data_offset = -1;
 };
 
 extern CPythonApi py;
@@ -188,6 +191,34 @@ void probe_dict_version();
 inline uint64_t dict_version(PyObject* d) {
   if (py.dict_version_offset < 0) return 0;
   return *reinterpret_cast<const uint64_t*>(reinterpret_cast<const char*>(d) + py.dict_version_offset);
+}
+
+// A str's UTF-8 text without a call for the common case: an exact str that is compact
+// ASCII (PyASCIIObject: ob_refcnt, ob_type, length, hash, state, [wstr]; state bits 5
+// `compact` and 6 `ascii` in 3.8-3.13), whose characters are its UTF-8. Anything else, or
+// before probe_str_layout (GIL held) has checked the layout on real strings, asks
+// PyUnicode_AsUTF8AndSize. Null (no error left set) when `s` is not a str or cannot be
+// encoded.
+void probe_str_layout();
+const char* str_utf8_slow(PyObject* s, Py_ssize_t* n);
+inline const char* str_utf8(PyObject* s, Py_ssize_t* n) {
+  if (py.ascii_data_offset >= 0 && s && type_of(s) == py.PyUnicode_Type) {
+    const char* o = reinterpret_cast<const char*>(s) + py.ob_type_offset;
+    uint32_t state = *reinterpret_cast<const uint32_t*>(o + 24);
+    if ((state & 0x60u) == 0x60u) {
+      *n = *reinterpret_cast<const Py_ssize_t*>(o + 8);
+      return reinterpret_cast<const char*>(s) + py.ascii_data_offset;
+    }
+  }
+  return str_utf8_slow(s, n);
+}
+
+// A list's (or list subclass's) items as an array: PyListObject is PyObject_VAR_HEAD
+// then `ob_item`, in every version. Borrowed; valid until the list changes.
+inline PyObject* const* list_items(PyObject* list, Py_ssize_t* n) {
+  const char* o = reinterpret_cast<const char*>(list) + py.ob_type_offset;
+  *n = *reinterpret_cast<const Py_ssize_t*>(o + 8);
+  return *reinterpret_cast<PyObject* const* const*>(o + 16);
 }
 
 // Holds a new reference and drops it at scope end.

@@ -104,13 +104,7 @@ const InFlight* innermost(ThreadState& t) {
 }
 
 // ---- small string helpers -------------------------------------------------------------
-const char* utf8(PyObject* s, Py_ssize_t* n) {
-  if (!s) return nullptr;
-  if (!(py.PyType_GetFlags(type_of(s)) & TPFLAGS_UNICODE_SUBCLASS)) return nullptr;
-  const char* p = py.PyUnicode_AsUTF8AndSize(s, n);
-  if (!p) py.PyErr_Clear();  // lone surrogates: treated as absent rather than raising
-  return p;
-}
+inline const char* utf8(PyObject* s, Py_ssize_t* n) { return str_utf8(s, n); }
 
 // Most strings the tracer interns are the same str objects again and again (a module's
 // __name__, its spec's origin, a code object's co_filename). A direct-mapped cache from the
@@ -738,7 +732,13 @@ struct ModulesShadow {
   uint32_t stamp = 0;
 
   static uint64_t hash(const char* s, size_t n) { return hash_bytes(s, n); }
-  bool grow() { return grow_table(slots, cap, 8192, [](const ShadowEntry& e) { return e.hash; }); }
+  // The entry the last check of a parent package found (siblings share it); null when the
+  // table moves.
+  ShadowEntry* last_parent = nullptr;
+  bool grow() {
+    last_parent = nullptr;
+    return grow_table(slots, cap, 8192, [](const ShadowEntry& e) { return e.hash; });
+  }
   ShadowEntry* find(const char* k, size_t n, bool create) {
     if (table_full(used, cap) && !grow()) return nullptr;
     uint64_t h = hash(k, n);
@@ -975,7 +975,15 @@ void shadow_check_path(PyObject* name_obj, bool by_import, const ObjInfo* known,
   const char* s = utf8(name_obj, &n);
   if (!s) return;
   shadow_check_one(s, static_cast<size_t>(n), value ? *value : dict_lookup(g_sysmodules, name_obj), by_import, known);
-  if (parent && parent->text) shadow_check_one(parent->text, parent->len, parent->obj, false, nullptr);
+  if (!parent || !parent->text) return;
+  // The sibling before us found the parent where the shadow has it: nothing to look up.
+  ShadowEntry* e = g_shadow.last_parent;
+  if (e && e->live && parent->obj && e->value == parent->obj && e->keylen == parent->len &&
+      memcmp(e->key, parent->text, parent->len) == 0)
+    return;
+  shadow_check_one(parent->text, parent->len, parent->obj, false, nullptr);
+  e = parent->obj ? g_shadow.find(parent->text, parent->len, false) : nullptr;
+  g_shadow.last_parent = e && e->live && e->value == parent->obj ? e : nullptr;
 }
 
 // Names of imports in progress on any thread (their sys.modules entries are the import
@@ -983,11 +991,14 @@ void shadow_check_path(PyObject* name_obj, bool by_import, const ObjInfo* known,
 constexpr size_t kInFlightSlots = 1024;
 uint64_t g_inflight_hash[kInFlightSlots];
 uint32_t g_inflight_count[kInFlightSlots];
-void inflight_add(PyObject* name, int delta) {
+// `h`: the name's text hash (inflight_hash), 0 for a name that is not text.
+uint64_t inflight_hash(PyObject* name) {
   Py_ssize_t n = 0;
   const char* s = utf8(name, &n);
-  if (!s) return;
-  uint64_t h = ModulesShadow::hash(s, static_cast<size_t>(n));
+  return s ? ModulesShadow::hash(s, static_cast<size_t>(n)) : 0;
+}
+void inflight_add(uint64_t h, int delta) {
+  if (!h) return;
   size_t j = h & (kInFlightSlots - 1);
   for (size_t probe = 0; probe < kInFlightSlots; ++probe, j = (j + 1) & (kInFlightSlots - 1)) {
     if (g_inflight_hash[j] == h || (delta > 0 && g_inflight_count[j] == 0)) {
@@ -1357,13 +1368,14 @@ PyObject* module_getattr_hook(PyObject* self, PyObject* const* args, Py_ssize_t 
 }
 
 void instrument_module_getattr(PyObject* module) {
-  Ref t(py.PyObject_Type(module));
-  if (!py.PyType_IsSubtype(t.get(), py.PyModule_Type)) return;
+  PyObject* t = type_of(module);
+  if (t != py.PyModule_Type && !py.PyType_IsSubtype(t, py.PyModule_Type)) return;
   PyObject* d = py.PyModule_GetDict(module);
   if (!d) { py.PyErr_Clear(); return; }
   PyObject* ga = dict_get_n(d, NAME("__getattr__"));
+  if (!ga) return;
   PyObject* name = dict_get_n(d, NAME("__name__"));
-  if (!ga || !name) return;
+  if (!name) return;
   Ref code(getattr_n(ga, NAME("__code__")));
   if (!code) { py.PyErr_Clear(); return; }  // not a Python function (maybe already ours)
   Ref self(py.PyTuple_New(2));
@@ -1680,9 +1692,12 @@ void record_sys_path_if_changed() {
   else path = py.PySys_GetObject("path");  // borrowed
   if (!path) return;
   if (!(py.PyType_GetFlags(type_of(path)) & TPFLAGS_LIST_SUBCLASS)) return;
-  Py_ssize_t n = py.PyList_Size(path);
+  Py_ssize_t n = 0;
+  PyObject* const* items = py.ob_type_offset >= 0 ? list_items(path, &n) : nullptr;
+  if (!items) n = py.PyList_Size(path);
   uint64_t sig = reinterpret_cast<uintptr_t>(path) * 31 + static_cast<uint64_t>(n);
-  for (Py_ssize_t i = 0; i < n; ++i) sig = sig * 1000003 + reinterpret_cast<uintptr_t>(py.PyList_GetItem(path, i));
+  for (Py_ssize_t i = 0; i < n; ++i)
+    sig = sig * 1000003 + reinterpret_cast<uintptr_t>(items ? items[i] : py.PyList_GetItem(path, i));
   if (sig == g_syspath_seen) return;
   g_syspath_seen = sig;
   auto r = TW::begin_record(Record::sys_path);
@@ -1759,12 +1774,13 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
   const InFlight* outer = innermost(t);
   uint64_t parent = outer ? outer->index + 1 : 0;
   Loc importer;
+  uint64_t name_hash = inflight_hash(name);
   {
     ++t.busy;
     WriterLock lock;
     capture_stack(&importer, 1, true, t.fromlist_depth == t.depth ? t.fromlist_frame : nullptr);
     if (shadowing) shadow_boundary(t, name, false, t.depth == 0);
-    inflight_add(name, +1);
+    inflight_add(name_hash, +1);
     record_sys_path_if_changed();
     // No flush here: what this boundary produced goes out with the import's own record
     // (or an inner one's), one commit per import.
@@ -1783,7 +1799,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
   // Begun before a fork, ended in the child: the parent's file has it, not ours.
   if (self.generation != TW::generation() || !TW::usable()) {
     WriterLock lock;
-    inflight_add(name, -1);
+    inflight_add(name_hash, -1);
     return res;
   }
 
@@ -1795,7 +1811,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
   }
   {
     WriterLock lock;
-    inflight_add(name, -1);
+    inflight_add(name_hash, -1);
     auto& b = TW::buf();
     uint32_t name_id = intern_obj(name);
     uint32_t test = current_test();
@@ -1924,6 +1940,7 @@ void install_in_current_interpreter() {
     g_sysmodules = modules;
     py.Py_IncRef(modules);  // deliberate: we compare against it for the process lifetime
     probe_dict_version();
+    probe_str_layout();
     if (!g_orig_class_setter) g_orig_class_setter = patch_class_setter(class_setter_hook);
     if (!g_orig_module_dealloc) g_orig_module_dealloc = patch_module_dealloc(module_dealloc_hook);
     audit_hook_step_out();
