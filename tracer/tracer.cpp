@@ -629,7 +629,8 @@ ObjInfo describe(PyObject* o, PyObject* as_type = nullptr, Ref* dict_out = nullp
       i.flags = ObjectFlags::proxy;
     }
   }
-  i.type = type_name(type);
+  // A plain module's type is not written (the flag says it): not looked up either.
+  if (!(i.flags & ObjectFlags::plain_module)) i.type = type_name(type);
   // Modules and proxies are what the identity story is about; other objects (attribute
   // values handed out by proxies) keep a plain address.
   i.id = identity(o, is_module || (i.flags & ObjectFlags::proxy));
@@ -739,9 +740,10 @@ struct ModulesShadow {
     last_parent = nullptr;
     return grow_table(slots, cap, 8192, [](const ShadowEntry& e) { return e.hash; });
   }
-  ShadowEntry* find(const char* k, size_t n, bool create) {
+  // `h`: hash(k, n) when the caller has it already.
+  ShadowEntry* find(const char* k, size_t n, bool create, uint64_t h = 0) {
     if (table_full(used, cap) && !grow()) return nullptr;
-    uint64_t h = hash(k, n);
+    if (!h) h = hash(k, n);
     size_t j = h & (cap - 1);
     while (slots[j].hash) {
       ShadowEntry& e = slots[j];
@@ -840,8 +842,8 @@ bool name_in_flight(const char* k, size_t n);
 
 // Records and adopts the difference between the shadow and sys.modules for one key.
 void shadow_check_key(const char* k, size_t n, PyObject* value, bool initial, bool by_import,
-                      const ObjInfo* known = nullptr) {
-  ShadowEntry* e = g_shadow.find(k, n, true);
+                      const ObjInfo* known = nullptr, uint64_t hash = 0) {
+  ShadowEntry* e = g_shadow.find(k, n, true, hash);
   if (!e) return;
   e->stamp = g_shadow.stamp;
   if (e->live && e->value == value) {
@@ -869,7 +871,7 @@ void shadow_check_key(const char* k, size_t n, PyObject* value, bool initial, bo
 }
 
 void shadow_check_key(const char* k, size_t n, PyObject* value, bool initial, bool by_import,
-                      const ObjInfo* known);
+                      const ObjInfo* known, uint64_t hash);
 
 // The snapshot's entries are all in place: checks the ones appended after them. False
 // (nothing done that a full comparison would not redo) when the snapshot does not hold.
@@ -943,12 +945,13 @@ void shadow_full_sync(bool initial) {
 // Checks `name` (a str object) and its parent package against sys.modules. Ancestors
 // further up were checked at their own boundaries, and the whole dict is compared when its
 // size disagrees with the shadow or at a top-level import.
-void shadow_check_one(const char* k, size_t n, PyObject* v, bool by_import, const ObjInfo* known) {
+void shadow_check_one(const char* k, size_t n, PyObject* v, bool by_import, const ObjInfo* known,
+                      uint64_t hash = 0) {
   if (v) {
-    shadow_check_key(k, n, v, false, by_import, known);
+    shadow_check_key(k, n, v, false, by_import, known, hash);
     return;
   }
-  ShadowEntry* e = g_shadow.find(k, n, false);
+  ShadowEntry* e = g_shadow.find(k, n, false, hash);
   if (e && e->live) {
     e->live = false;
     --g_shadow.live;
@@ -968,13 +971,15 @@ struct ParentLookup {
   PyObject* obj = nullptr;
 };
 
-// `value`: sys.modules[name_obj] when the caller has just looked it up.
+// `value`: sys.modules[name_obj] when the caller has just looked it up; `name_hash`: the
+// hash of its text, when known.
 void shadow_check_path(PyObject* name_obj, bool by_import, const ObjInfo* known, const ParentLookup* parent,
-                       PyObject* const* value) {
+                       PyObject* const* value, uint64_t name_hash) {
   Py_ssize_t n = 0;
   const char* s = utf8(name_obj, &n);
   if (!s) return;
-  shadow_check_one(s, static_cast<size_t>(n), value ? *value : dict_lookup(g_sysmodules, name_obj), by_import, known);
+  shadow_check_one(s, static_cast<size_t>(n), value ? *value : dict_lookup(g_sysmodules, name_obj), by_import, known,
+                   name_hash);
   if (!parent || !parent->text) return;
   // The sibling before us found the parent where the shadow has it: nothing to look up.
   ShadowEntry* e = g_shadow.last_parent;
@@ -1027,7 +1032,7 @@ uint64_t g_boundary_version = 0;
 
 void shadow_boundary(ThreadState& t, PyObject* name, bool import_end, bool top_level,
                      const ObjInfo* known = nullptr, const ParentLookup* parent = nullptr,
-                     PyObject* const* value = nullptr) {
+                     PyObject* const* value = nullptr, uint64_t name_hash = 0) {
   if (!g_shadow_ready || g_shadow_generation != TW::generation()) {
     // First boundary, or first in a fork child (whose file must define its strings anew).
     for (size_t i = 0; i < g_shadow.cap; ++i) g_shadow.slots[i].live = false;
@@ -1051,7 +1056,7 @@ void shadow_boundary(ThreadState& t, PyObject* name, bool import_end, bool top_l
       f.noted = true;
     }
   }
-  if (name) shadow_check_path(name, import_end, known, parent, value);
+  if (name) shadow_check_path(name, import_end, known, parent, value, name_hash);
   if (top_level || py.PyDict_Size(g_sysmodules) != static_cast<Py_ssize_t>(g_shadow.live))
     shadow_full_sync(false);
   g_boundary_version = dict_version(g_sysmodules);
@@ -1779,7 +1784,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
     ++t.busy;
     WriterLock lock;
     capture_stack(&importer, 1, true, t.fromlist_depth == t.depth ? t.fromlist_frame : nullptr);
-    if (shadowing) shadow_boundary(t, name, false, t.depth == 0);
+    if (shadowing) shadow_boundary(t, name, false, t.depth == 0, nullptr, nullptr, nullptr, name_hash);
     inflight_add(name_hash, +1);
     record_sys_path_if_changed();
     // No flush here: what this boundary produced goes out with the import's own record
@@ -1860,7 +1865,9 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
       char parent_text[1024];
       ParentLookup parent;
       if (res) record_binding(name, index, in_modules, under, parent_text, sizeof parent_text, &parent);
-      if (shadowing) shadow_boundary(t, name, true, t.depth == 0, res ? &obj : nullptr, &parent, res ? &in_modules : nullptr);
+      if (shadowing)
+        shadow_boundary(t, name, true, t.depth == 0, res ? &obj : nullptr, &parent, res ? &in_modules : nullptr,
+                        name_hash);
       if (res && g_proxies) {
         maybe_instrument(under, obj);
         instrument_module_getattr(under);
