@@ -495,9 +495,11 @@ PyObject* g_object_died = nullptr;  // one callback for all weakrefs (deliberate
 DestructorFn g_orig_module_dealloc = nullptr;
 
 // Every module's deallocation, in every interpreter. Only the main interpreter's objects
-// are in the table; a slot that has a weak reference is left to its callback.
+// are in the table; a slot that has a weak reference is left to its callback. Once
+// finalisation has begun nothing is recorded any more, and the interpreter is not asked
+// about (its thread state may be on its way out).
 void module_dealloc_hook(PyObject* m) {
-  if (g_ident_cap && in_main_interpreter()) {
+  if (g_ident_cap && !g_finalizing && !py.Py_IsFinalizing() && in_main_interpreter()) {
     IdentitySlot* s = identity_slot(reinterpret_cast<uintptr_t>(m), false);
     if (s && s->serial && !s->weakref) {
       ++s->generation;
