@@ -1688,8 +1688,8 @@ void record_binding(PyObject* name, uint64_t index, PyObject* now, PyObject* chi
   TW::end_record(r);
 }
 
-uint64_t g_syspath_seen = 0;
-PyObject* g_sys_dict = nullptr;  // main interpreter's sys.__dict__ (borrowed from sys, which lives on)  // (address ^ size) of the last sys.path written
+uint64_t g_syspath_seen = 0;     // signature (list, size, items) of the last sys.path written
+PyObject* g_sys_dict = nullptr;  // main interpreter's sys.__dict__ (borrowed from sys, which lives on)
 
 void record_sys_path_if_changed() {
   // sys.path is read at every import: in the main interpreter straight from sys's dict with
