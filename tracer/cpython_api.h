@@ -214,8 +214,10 @@ inline const char* str_utf8(PyObject* s, Py_ssize_t* n) {
 }
 
 // A list's (or list subclass's) items as an array: PyListObject is PyObject_VAR_HEAD
-// then `ob_item`, in every version. Borrowed; valid until the list changes.
+// then `ob_item`, in every version. Borrowed; valid until the list changes. Null when the
+// object header's layout is not known.
 inline PyObject* const* list_items(PyObject* list, Py_ssize_t* n) {
+  if (py.ob_type_offset < 0) return nullptr;
   const char* o = reinterpret_cast<const char*>(list) + py.ob_type_offset;
   *n = *reinterpret_cast<const Py_ssize_t*>(o + 8);
   return *reinterpret_cast<PyObject* const* const*>(o + 16);

@@ -37,9 +37,11 @@ using namespace fields;
 using TW = TraceWriter;
 
 bool g_enabled = false;
-// Set when finalisation starts: from then on CPython itself empties sys.modules (values set
-// to None, keys deleted), which is teardown, not the program's doing.
+// Set by the audit hook's last event (when it is listed); Py_IsFinalizing says the same
+// earlier. From then on CPython itself empties sys.modules (values set to None, keys
+// deleted), which is teardown, not the program's doing.
 bool g_finalizing = false;
+bool finalizing() { return g_finalizing || py.Py_IsFinalizing(); }
 bool g_proxies = true;  // IMPTRACE_PROXIES=0 turns proxy instrumentation off
 bool g_native_stacks = false;  // IMPTRACE_NATIVE_STACKS=1
 PyObject* g_sysmodules = nullptr;  // main interpreter's sys.modules (borrowed; lives forever)
@@ -104,7 +106,6 @@ const InFlight* innermost(ThreadState& t) {
 }
 
 // ---- small string helpers -------------------------------------------------------------
-inline const char* utf8(PyObject* s, Py_ssize_t* n) { return str_utf8(s, n); }
 
 // Most strings the tracer interns are the same str objects again and again (a module's
 // __name__, its spec's origin, a code object's co_filename). A direct-mapped cache from the
@@ -126,7 +127,7 @@ uint32_t intern_obj(PyObject* s) {
     if (slot->str == s && slot->generation == TW::generation() && slot->id) return slot->id;
   }
   Py_ssize_t n = 0;
-  const char* p = utf8(s, &n);
+  const char* p = str_utf8(s, &n);
   uint32_t id = p ? TW::intern(p, static_cast<size_t>(n)) : 0;
   if (slot && id) {
     py.Py_IncRef(s);
@@ -140,8 +141,8 @@ uint32_t intern_obj(PyObject* s) {
 bool same_text(PyObject* a, PyObject* b) {
   if (a == b) return true;
   Py_ssize_t na = 0, nb = 0;
-  const char* pa = utf8(a, &na);
-  const char* pb = utf8(b, &nb);
+  const char* pa = str_utf8(a, &na);
+  const char* pb = str_utf8(b, &nb);
   return pa && pb && na == nb && memcmp(pa, pb, static_cast<size_t>(na)) == 0;
 }
 
@@ -212,14 +213,13 @@ uint32_t current_test() {
 // The binding of `a.b.c` looks up "a.b" in sys.modules and "c" in its dict: keys the
 // tracer has as text. PyDict_GetItemString would build (and hash) a new str every time;
 // siblings share the parent and names repeat, so a direct-mapped cache keeps the str
-// objects (a reference each, deliberately kept while cached) and the text's string id.
-// Main interpreter only; null when the text does not fit a slot (callers fall back).
+// objects (a reference each, deliberately kept while cached). Main interpreter only; null
+// when the text does not fit a slot (callers fall back).
 struct TextStrSlot {
   uint64_t hash;
   PyObject* str;
-  uint32_t id, generation;  // id: TW::intern of the text in this generation's file
   uint8_t len;
-  char text[47];
+  char text[55];
 };
 constexpr size_t kTextStrCache = 1024;
 TextStrSlot g_text_strs[kTextStrCache];
@@ -228,30 +228,16 @@ TextStrSlot* text_str(const char* text, size_t n) {
   if (n > sizeof g_text_strs[0].text || !in_main_interpreter()) return nullptr;
   uint64_t h = hash_bytes(text, n);
   TextStrSlot& slot = g_text_strs[h & (kTextStrCache - 1)];
-  if (slot.str && slot.hash == h && slot.len == n && memcmp(slot.text, text, n) == 0) {
-    if (slot.generation != TW::generation()) slot.id = 0;
-    return &slot;
-  }
+  if (slot.str && slot.hash == h && slot.len == n && memcmp(slot.text, text, n) == 0) return &slot;
   PyObject* o = py.PyUnicode_FromStringAndSize(text, static_cast<Py_ssize_t>(n));
   if (!o) { py.PyErr_Clear(); return nullptr; }
   PyObject* old = slot.str;
   slot.hash = h;
   slot.str = o;
-  slot.id = 0;
-  slot.generation = TW::generation();
   slot.len = static_cast<uint8_t>(n);
   memcpy(slot.text, text, n);
   if (old) py.Py_DecRef(old);
   return &slot;
-}
-
-uint32_t text_id(TextStrSlot* slot, const char* text, size_t n) {
-  if (!slot) return TW::intern(text, n);
-  if (!slot->id) {
-    slot->id = TW::intern(text, n);
-    slot->generation = TW::generation();
-  }
-  return slot->id;
 }
 
 PyObject* dict_get_text(PyObject* d, TextStrSlot* slot, const char* text) {  // borrowed
@@ -260,47 +246,19 @@ PyObject* dict_get_text(PyObject* d, TextStrSlot* slot, const char* text) {  // 
 
 // ---- attribute names ------------------------------------------------------------------
 // PyObject_GetAttrString and PyDict_GetItemString build and hash a new str on every call;
-// on the per-import path that was a large part of the tracer's cost. In the main
-// interpreter the names are made once (interned, so lookups hit the cached hash). Keyed by
-// the address of the string literal; sub-interpreters use the String variants, since an
-// object must not cross interpreters.
-struct NameSlot { const char* literal; PyObject* obj; };
-constexpr size_t kNameSlots = 256;  // open addressing on the literal's address
-NameSlot g_names[kNameSlots];
-size_t g_n_names = 0;
-bool in_main_interpreter();
-
-PyObject* cached_name(const char* literal) {
-  size_t j = (reinterpret_cast<uintptr_t>(literal) >> 3) & (kNameSlots - 1);
-  while (g_names[j].literal) {
-    if (g_names[j].literal == literal) return g_names[j].obj;
-    j = (j + 1) & (kNameSlots - 1);
-  }
-  if (g_n_names * 2 >= kNameSlots) return nullptr;
-  PyObject* o = py.PyUnicode_InternFromString(literal);
-  if (!o) { py.PyErr_Clear(); return nullptr; }
-  g_names[j] = NameSlot{literal, o};  // deliberate: kept for the process lifetime
-  ++g_n_names;
-  return o;
-}
-
-PyObject* getattr_s(PyObject* o, const char* literal) {
-  PyObject* n = in_main_interpreter() ? cached_name(literal) : nullptr;
-  return n ? py.PyObject_GetAttr(o, n) : py.PyObject_GetAttrString(o, literal);
-}
-
-PyObject* dict_get_s(PyObject* d, const char* literal) {  // borrowed, no error
-  PyObject* n = in_main_interpreter() ? cached_name(literal) : nullptr;
-  return n ? dict_lookup(d, n) : py.PyDict_GetItemString(d, literal);
-}
-
-// Call sites with a literal name keep its object in a static of their own (one per
-// expansion of NAME): a load instead of a probe of the table above, at the fifteen or so
-// lookups of every import.
+// on the per-import path that was a large part of the tracer's cost. Each call site with
+// a name keeps that name's str in a static of its own (one per expansion of NAME), made
+// once, interned (lookups hit the cached hash and compare by identity). Main interpreter
+// only: sub-interpreters use the String variants, since an object must not cross
+// interpreters.
 struct Name { const char* text; PyObject* obj; };
+bool in_main_interpreter();
 inline PyObject* name_obj(Name& n) {
   if (!in_main_interpreter()) return nullptr;
-  if (!n.obj) n.obj = cached_name(n.text);
+  if (!n.obj) {
+    n.obj = py.PyUnicode_InternFromString(n.text);  // deliberate: kept for the process lifetime
+    if (!n.obj) py.PyErr_Clear();
+  }
   return n.obj;
 }
 #define NAME(lit) ([]() -> Name& { static Name n{lit, nullptr}; return n; }())
@@ -338,10 +296,10 @@ CodeInfo g_code_cache[kCodeCache];
 CodeInfo describe_code(PyObject* code) {
   CodeInfo ci;
   Ref fn(getattr_n(code, NAME("co_filename")));
-  Ref nm(getattr_s(code, py.minor >= 11 ? "co_qualname" : "co_name"));
+  Ref nm(getattr_n(code, py.minor >= 11 ? NAME("co_qualname") : NAME("co_name")));
   if (!fn || !nm) py.PyErr_Clear();
   Py_ssize_t fl = 0;
-  const char* file = utf8(fn.get(), &fl);
+  const char* file = str_utf8(fn.get(), &fl);
   ci.importlib = file && is_importlib_file(file);
   ci.file = intern_obj(fn.get());
   ci.func = intern_obj(nm.get());
@@ -499,7 +457,7 @@ DestructorFn g_orig_module_dealloc = nullptr;
 // finalisation has begun nothing is recorded any more, and the interpreter is not asked
 // about (its thread state may be on its way out).
 void module_dealloc_hook(PyObject* m) {
-  if (g_ident_cap && !g_finalizing && !py.Py_IsFinalizing() && in_main_interpreter()) {
+  if (g_ident_cap && !finalizing() && in_main_interpreter()) {
     IdentitySlot* s = identity_slot(reinterpret_cast<uintptr_t>(m), false);
     if (s && s->serial && !s->weakref) {
       ++s->generation;
@@ -587,8 +545,8 @@ uint32_t type_name_uncached(PyObject* type) {
   Ref mod(getattr_n(type, NAME("__module__")));
   if (!qn || !mod) py.PyErr_Clear();
   Py_ssize_t nq = 0, nm = 0;
-  const char* q = utf8(qn.get(), &nq);
-  const char* m = utf8(mod.get(), &nm);
+  const char* q = str_utf8(qn.get(), &nq);
+  const char* m = str_utf8(mod.get(), &nm);
   if (!q) return TW::intern("?");
   if (!m || (nm == 8 && memcmp(m, "builtins", 8) == 0)) return TW::intern(q, static_cast<size_t>(nq));
   char buf[512];
@@ -598,10 +556,10 @@ uint32_t type_name_uncached(PyObject* type) {
 
 // A class overrides attribute access when its __getattr__/__getattribute__/__setattr__ is
 // not what types.ModuleType has.
-bool overrides(PyObject* type, const char* attr) {
-  Ref mine(getattr_s(type, attr));
+bool overrides(PyObject* type, Name& attr) {
+  Ref mine(getattr_n(type, attr));
   if (!mine) { py.PyErr_Clear(); return false; }
-  Ref base(getattr_s(py.PyModule_Type, attr));
+  Ref base(getattr_n(py.PyModule_Type, attr));
   if (!base) { py.PyErr_Clear(); return true; }
   return mine.get() != base.get();
 }
@@ -624,8 +582,8 @@ ObjInfo describe(PyObject* o, PyObject* as_type = nullptr, Ref* dict_out = nullp
     if (py.PyType_IsSubtype(type, py.PyModule_Type)) {
       i.flags = ObjectFlags::module_subclass;
       is_module = true;
-      if (overrides(type, "__getattr__") || overrides(type, "__getattribute__") ||
-          overrides(type, "__setattr__"))
+      if (overrides(type, NAME("__getattr__")) || overrides(type, NAME("__getattribute__")) ||
+          overrides(type, NAME("__setattr__")))
         i.flags |= ObjectFlags::proxy;
     } else {
       i.flags = ObjectFlags::proxy;
@@ -816,7 +774,7 @@ uint32_t g_shadow_generation = 0;  // string ids in the shadow belong to this fi
 void shadow_adopt(PyObject* key, PyObject* value, bool describe_value) {
   if (!g_shadow_ready || g_shadow_generation != TW::generation()) return;
   Py_ssize_t n = 0;
-  const char* k = utf8(key, &n);
+  const char* k = str_utf8(key, &n);
   if (!k) return;
   ShadowEntry* e = g_shadow.find(k, static_cast<size_t>(n), value != nullptr);
   if (!e) return;
@@ -843,14 +801,16 @@ void shadow_adopt(PyObject* key, PyObject* value, bool describe_value) {
 bool name_in_flight(const char* k, size_t n);
 
 // Records and adopts the difference between the shadow and sys.modules for one key.
-void shadow_check_key(const char* k, size_t n, PyObject* value, bool initial, bool by_import,
-                      const ObjInfo* known = nullptr, uint64_t hash = 0) {
+// Returns the key's entry (null if the table could not take it); valid until the table
+// grows, which code run by a proxy class being instrumented could make it do.
+ShadowEntry* shadow_check_key(const char* k, size_t n, PyObject* value, bool initial, bool by_import,
+                              const ObjInfo* known = nullptr, uint64_t hash = 0) {
   ShadowEntry* e = g_shadow.find(k, n, true, hash);
-  if (!e) return;
+  if (!e) return nullptr;
   e->stamp = g_shadow.stamp;
   if (e->live && e->value == value) {
     if (known) e->info = *known;
-    return;
+    return e;
   }
   if (e->live) snap_invalidate();
   ObjInfo ni = known ? *known : describe(value);
@@ -870,10 +830,8 @@ void shadow_check_key(const char* k, size_t n, PyObject* value, bool initial, bo
   e->value = value;
   e->info = ni;
   maybe_instrument(value, ni);
+  return e;
 }
-
-void shadow_check_key(const char* k, size_t n, PyObject* value, bool initial, bool by_import,
-                      const ObjInfo* known, uint64_t hash);
 
 // The snapshot's entries are all in place: checks the ones appended after them. False
 // (nothing done that a full comparison would not redo) when the snapshot does not hold.
@@ -888,7 +846,7 @@ bool snap_sync_appended() {
   size_t n_str = g_snap.n_str;
   while (py.PyDict_Next(g_sysmodules, &pos, &k, &v)) {
     Py_ssize_t n = 0;
-    const char* s = utf8(k, &n);
+    const char* s = str_utf8(k, &n);
     if (s) {
       shadow_check_key(s, static_cast<size_t>(n), v, false, false, nullptr);
       ++n_str;
@@ -917,7 +875,7 @@ void shadow_full_sync(bool initial) {
   PyObject *k, *v;
   while (py.PyDict_Next(g_sysmodules, &pos, &k, &v)) {
     Py_ssize_t n = 0;
-    const char* s = utf8(k, &n);
+    const char* s = str_utf8(k, &n);
     if (!s) continue;  // a non-str key: import never uses it
     shadow_check_key(s, static_cast<size_t>(n), v, initial, false);
   }
@@ -939,7 +897,7 @@ void shadow_full_sync(bool initial) {
   while (py.PyDict_Next(g_sysmodules, &pos, &k, &v)) {
     if (!snap_push(k, v)) break;
     Py_ssize_t n = 0;
-    if (utf8(k, &n)) ++g_snap.n_str;  // the keys the shadow holds (utf8 is cached by then)
+    if (str_utf8(k, &n)) ++g_snap.n_str;  // the keys the shadow holds (utf8 is cached by then)
   }
   g_snap.version = g_snap.valid ? dict_version(g_sysmodules) : 0;
 }
@@ -947,12 +905,10 @@ void shadow_full_sync(bool initial) {
 // Checks `name` (a str object) and its parent package against sys.modules. Ancestors
 // further up were checked at their own boundaries, and the whole dict is compared when its
 // size disagrees with the shadow or at a top-level import.
-void shadow_check_one(const char* k, size_t n, PyObject* v, bool by_import, const ObjInfo* known,
-                      uint64_t hash = 0) {
-  if (v) {
-    shadow_check_key(k, n, v, false, by_import, known, hash);
-    return;
-  }
+// Returns the key's entry when `v` is there (as shadow_check_key), else null.
+ShadowEntry* shadow_check_one(const char* k, size_t n, PyObject* v, bool by_import, const ObjInfo* known,
+                              uint64_t hash = 0) {
+  if (v) return shadow_check_key(k, n, v, false, by_import, known, hash);
   ShadowEntry* e = g_shadow.find(k, n, false, hash);
   if (e && e->live) {
     e->live = false;
@@ -963,6 +919,7 @@ void shadow_check_one(const char* k, size_t n, PyObject* v, bool by_import, cons
     emit_modules_change(TW::intern(k, n), ModulesChange::DELETE, &e->info, nullptr,
                         ModulesChange::AT_BOUNDARY, by_import, stack, ns);
   }
+  return nullptr;
 }
 
 // At an import's end, `parent` is sys.modules[parent of name] as record_binding found it
@@ -978,7 +935,7 @@ struct ParentLookup {
 void shadow_check_path(PyObject* name_obj, bool by_import, const ObjInfo* known, const ParentLookup* parent,
                        PyObject* const* value, uint64_t name_hash) {
   Py_ssize_t n = 0;
-  const char* s = utf8(name_obj, &n);
+  const char* s = str_utf8(name_obj, &n);
   if (!s) return;
   shadow_check_one(s, static_cast<size_t>(n), value ? *value : dict_lookup(g_sysmodules, name_obj), by_import, known,
                    name_hash);
@@ -988,9 +945,9 @@ void shadow_check_path(PyObject* name_obj, bool by_import, const ObjInfo* known,
   if (e && e->live && parent->obj && e->value == parent->obj && e->keylen == parent->len &&
       memcmp(e->key, parent->text, parent->len) == 0)
     return;
-  shadow_check_one(parent->text, parent->len, parent->obj, false, nullptr);
-  e = parent->obj ? g_shadow.find(parent->text, parent->len, false) : nullptr;
-  g_shadow.last_parent = e && e->live && e->value == parent->obj ? e : nullptr;
+  const ShadowEntry* slots = g_shadow.slots;
+  e = shadow_check_one(parent->text, parent->len, parent->obj, false, nullptr);
+  g_shadow.last_parent = e && g_shadow.slots == slots && e->live && e->value == parent->obj ? e : nullptr;
 }
 
 // Names of imports in progress on any thread (their sys.modules entries are the import
@@ -1001,7 +958,7 @@ uint32_t g_inflight_count[kInFlightSlots];
 // `h`: the name's text hash (inflight_hash), 0 for a name that is not text.
 uint64_t inflight_hash(PyObject* name) {
   Py_ssize_t n = 0;
-  const char* s = utf8(name, &n);
+  const char* s = str_utf8(name, &n);
   return s ? ModulesShadow::hash(s, static_cast<size_t>(n)) : 0;
 }
 void inflight_add(uint64_t h, int delta) {
@@ -1051,7 +1008,7 @@ void shadow_boundary(ThreadState& t, PyObject* name, bool import_end, bool top_l
     InFlight& f = t.stack[i];
     if (f.noted || f.generation != TW::generation()) continue;
     Py_ssize_t n = 0;
-    const char* s = utf8(f.name, &n);
+    const char* s = str_utf8(f.name, &n);
     PyObject* v = s ? dict_lookup(g_sysmodules, f.name) : nullptr;
     if (v) {
       shadow_check_key(s, static_cast<size_t>(n), v, false, true);
@@ -1068,7 +1025,7 @@ void shadow_boundary(ThreadState& t, PyObject* name, bool import_end, bool top_l
 ObjObjArgProc g_orig_ass_subscript = nullptr;
 
 int dict_ass_subscript_hook(PyObject* mp, PyObject* key, PyObject* value) {
-  if (mp != g_sysmodules || !g_enabled || g_finalizing || py.Py_IsFinalizing()) return g_orig_ass_subscript(mp, key, value);
+  if (mp != g_sysmodules || !g_enabled || finalizing()) return g_orig_ass_subscript(mp, key, value);
   MainScope scope;
   ThreadState& t = ts();
   if (t.busy || !TW::usable()) return g_orig_ass_subscript(mp, key, value);
@@ -1107,7 +1064,7 @@ int dict_ass_subscript_hook(PyObject* mp, PyObject* key, PyObject* value) {
 
 // ---- dict watcher (3.12+) -------------------------------------------------------------
 int modules_watcher(int event, PyObject* dict, PyObject* key, PyObject* new_value) {
-  if (!g_enabled || g_finalizing || dict != g_sysmodules || py.Py_IsFinalizing()) return 0;
+  if (!g_enabled || dict != g_sysmodules || finalizing()) return 0;
   ThreadState& t = ts();
   if (t.busy) return 0;
   // Two of the three events of every import are the import system's own: inserting the
@@ -1223,7 +1180,7 @@ Loc function_location(PyObject* fn) {
   if (!code) { py.PyErr_Clear(); return l; }
   Ref file(getattr_n(code.get(), NAME("co_filename")));
   Ref line(getattr_n(code.get(), NAME("co_firstlineno")));
-  Ref name(getattr_s(code.get(), py.minor >= 11 ? "co_qualname" : "co_name"));
+  Ref name(getattr_n(code.get(), py.minor >= 11 ? NAME("co_qualname") : NAME("co_name")));
   if (!file || !line || !name) py.PyErr_Clear();
   l.file = intern_obj(file.get());
   l.func = intern_obj(name.get());
@@ -1232,8 +1189,8 @@ Loc function_location(PyObject* fn) {
 }
 
 // A Python function found on the class (through its MRO) under attr, or null.
-PyObject* python_function_attr(PyObject* type, const char* attr) {
-  PyObject* f = getattr_s(type, attr);
+PyObject* python_function_attr(PyObject* type, Name& attr) {
+  PyObject* f = getattr_n(type, attr);
   if (!f) { py.PyErr_Clear(); return nullptr; }
   PyObject* code = getattr_n(f, NAME("__code__"));
   if (!code) { py.PyErr_Clear(); py.Py_DecRef(f); return nullptr; }
@@ -1241,14 +1198,14 @@ PyObject* python_function_attr(PyObject* type, const char* attr) {
   return f;
 }
 
-bool wrap_class_method(PyObject* type, const char* attr, PyMethodDef* def) {
+bool wrap_class_method(PyObject* type, Name& attr, PyMethodDef* def) {
   Ref orig(python_function_attr(type, attr));
   if (!orig) return false;
   Ref fn(py.PyCFunction_NewEx(def, orig.get(), nullptr));
   if (!fn) { py.PyErr_Clear(); return false; }
   // instancemethod binds like a Python function, so the C hook receives (instance, ...).
   Ref im(py.PyInstanceMethod_New(fn.get()));
-  if (!im || py.PyObject_SetAttrString(type, attr, im.get()) < 0) { py.PyErr_Clear(); return false; }
+  if (!im || py.PyObject_SetAttrString(type, attr.text, im.get()) < 0) { py.PyErr_Clear(); return false; }
   return true;
 }
 
@@ -1259,9 +1216,9 @@ void instrument_proxy_class(PyObject* type) {
   py.Py_IncRef(type);  // deliberate: an instrumented class is remembered for the process
   g_proxy_classes[g_n_proxy_classes++] = type;
 
-  Ref ga(python_function_attr(type, "__getattr__"));
-  Ref gab(python_function_attr(type, "__getattribute__"));
-  Ref sa(python_function_attr(type, "__setattr__"));
+  Ref ga(python_function_attr(type, NAME("__getattr__")));
+  Ref gab(python_function_attr(type, NAME("__getattribute__")));
+  Ref sa(python_function_attr(type, NAME("__setattr__")));
   auto r = TW::begin_record(Record::proxy_class);
   auto& b = TW::buf();
   wire::put_uint(b, ProxyClass::type, type_name(type));
@@ -1275,8 +1232,8 @@ void instrument_proxy_class(PyObject* type) {
   TW::end_record(r);
 
   ++ts().busy;  // setting a class attribute raises an audit event and may run metaclass code
-  if (ga) wrap_class_method(type, "__getattr__", &g_proxy_getattr_def);
-  if (sa) wrap_class_method(type, "__setattr__", &g_proxy_setattr_def);
+  if (ga) wrap_class_method(type, NAME("__getattr__"), &g_proxy_getattr_def);
+  if (sa) wrap_class_method(type, NAME("__setattr__"), &g_proxy_setattr_def);
   --ts().busy;
 }
 
@@ -1401,7 +1358,7 @@ void instrument_module_getattr(PyObject* module) {
 // itself a ModuleType subclass), that is a change of what sits under the name, recorded
 // exactly, as a new entry for the same object.
 void class_assignment(PyObject* obj, PyObject* new_type) {
-  if (!g_sysmodules || !in_main_interpreter() || g_finalizing || py.Py_IsFinalizing()) return;
+  if (!g_sysmodules || !in_main_interpreter() || finalizing()) return;
   if (!py.PyType_IsSubtype(type_of(obj), py.PyModule_Type)) return;
   PyObject* d = py.PyModule_GetDict(obj);
   PyObject* name = d ? dict_get_n(d, NAME("__name__")) : nullptr;
@@ -1459,13 +1416,13 @@ PyMethodDef g_execve_def = {"execve", reinterpret_cast<void*>(exec_wrapper), MET
 bool g_exec_wrapped = false;
 
 // Replaces `name` in os's and posix's dicts (the same builtin in both) by one wrapper.
-bool wrap_exec_function(PyObject* os_dict, PyObject* posix_dict, const char* name, PyMethodDef* def) {
-  PyObject* orig = dict_get_s(os_dict, name);
+bool wrap_exec_function(PyObject* os_dict, PyObject* posix_dict, Name& name, PyMethodDef* def) {
+  PyObject* orig = dict_get_n(os_dict, name);
   if (!orig || !py.PyCFunction_Type || type_of(orig) != py.PyCFunction_Type) return false;
   Ref wrapper(py.PyCFunction_NewEx(def, orig, nullptr));
-  if (!wrapper || py.PyDict_SetItemString(os_dict, name, wrapper.get()) < 0) { py.PyErr_Clear(); return false; }
-  if (posix_dict && dict_get_s(posix_dict, name) == orig &&
-      py.PyDict_SetItemString(posix_dict, name, wrapper.get()) < 0)
+  if (!wrapper || py.PyDict_SetItemString(os_dict, name.text, wrapper.get()) < 0) { py.PyErr_Clear(); return false; }
+  if (posix_dict && dict_get_n(posix_dict, name) == orig &&
+      py.PyDict_SetItemString(posix_dict, name.text, wrapper.get()) < 0)
     py.PyErr_Clear();
   return true;
 }
@@ -1509,14 +1466,14 @@ void audit_hook_step_in() {
 // depends on.
 void after_main_import(PyObject* name, PyObject* module) {
   Py_ssize_t n = 0;
-  const char* s = utf8(name, &n);
+  const char* s = str_utf8(name, &n);
   if (!s || n < 2 || n > 18 || (s[0] != '_' && s[0] != 'o')) return;
   if (n == 2 && s[1] == 's' && !g_exec_wrapped) {
     PyObject* os_dict = type_of(module) == py.PyModule_Type ? py.PyModule_GetDict(module) : nullptr;
     PyObject* posix = dict_get_n(g_sysmodules, NAME("posix"));
     PyObject* posix_dict = posix && type_of(posix) == py.PyModule_Type ? py.PyModule_GetDict(posix) : nullptr;
-    g_exec_wrapped = os_dict && wrap_exec_function(os_dict, posix_dict, "execv", &g_execv_def) &&
-                     wrap_exec_function(os_dict, posix_dict, "execve", &g_execve_def);
+    g_exec_wrapped = os_dict && wrap_exec_function(os_dict, posix_dict, NAME("execv"), &g_execv_def) &&
+                     wrap_exec_function(os_dict, posix_dict, NAME("execve"), &g_execve_def);
     if (!g_exec_wrapped) audit_hook_step_in();
     return;
   }
@@ -1552,7 +1509,7 @@ PyObject* call_original(PyObject* orig, PyObject* const* args, Py_ssize_t nargs,
   if (nkw && !kwargs) return nullptr;
   for (Py_ssize_t i = 0; i < nkw; ++i) {
     Py_ssize_t n = 0;
-    const char* key = utf8(py.PyTuple_GetItem(kwnames, i), &n);
+    const char* key = str_utf8(py.PyTuple_GetItem(kwnames, i), &n);
     if (!key || py.PyDict_SetItemString(kwargs.get(), key, args[nargs + i]) < 0) return nullptr;
   }
   return py.PyObject_Call(orig, tuple.get(), kwargs.get());
@@ -1637,7 +1594,7 @@ uint32_t record_spec(wire::ByteBuf& b, PyObject* d, uint32_t name_id, uint32_t f
 void record_binding(PyObject* name, uint64_t index, PyObject* now, PyObject* child,
                     char* parent, size_t parent_cap, ParentLookup* out) {
   Py_ssize_t n = 0;
-  const char* s = utf8(name, &n);
+  const char* s = str_utf8(name, &n);
   if (!s) return;
   const char* dot = static_cast<const char*>(memrchr(s, '.', static_cast<size_t>(n)));
   if (!dot) return;
@@ -1659,7 +1616,7 @@ void record_binding(PyObject* name, uint64_t index, PyObject* now, PyObject* chi
   if (type_of(parent_obj) == py.PyModule_Type) {
     PyObject* pd = py.PyModule_GetDict(parent_obj);
     Py_ssize_t nn = 0;
-    const char* pname = pd ? utf8(dict_get_n(pd, NAME("__name__")), &nn) : nullptr;
+    const char* pname = pd ? str_utf8(dict_get_n(pd, NAME("__name__")), &nn) : nullptr;
     if (pname && static_cast<size_t>(nn) == pl && memcmp(pname, parent, pl) == 0) {
       pi.id = identity(parent_obj, true);
       pi.flags = ObjectFlags::plain_module | ObjectFlags::elided_name_file;
@@ -1667,13 +1624,7 @@ void record_binding(PyObject* name, uint64_t index, PyObject* now, PyObject* chi
       d.reset(pd);
     }
   }
-  if (!pi.id) {
-    pi = describe(parent_obj, nullptr, &d);
-    if (pi.flags == ObjectFlags::plain_module && pi.name == text_id(parent_str, parent, pl)) {
-      pi.name = pi.file = 0;
-      pi.flags |= ObjectFlags::elided_name_file;
-    }
-  }
+  if (!pi.id) pi = describe(parent_obj, nullptr, &d);  // not such a module: all of it
   const char* attr = dot + 1;
   PyObject* val = d ? dict_get_text(d.get(), text_str(attr, static_cast<size_t>(n) - pl - 1), attr) : nullptr;
   uint32_t status = !val ? Binding::MISSING : val != child ? Binding::MISMATCH
@@ -1700,7 +1651,7 @@ void record_sys_path_if_changed() {
   if (!path) return;
   if (!(py.PyType_GetFlags(type_of(path)) & TPFLAGS_LIST_SUBCLASS)) return;
   Py_ssize_t n = 0;
-  PyObject* const* items = py.ob_type_offset >= 0 ? list_items(path, &n) : nullptr;
+  PyObject* const* items = list_items(path, &n);
   if (!items) n = py.PyList_Size(path);
   uint64_t sig = reinterpret_cast<uintptr_t>(path) * 31 + static_cast<uint64_t>(n);
   for (Py_ssize_t i = 0; i < n; ++i)
@@ -1775,8 +1726,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
     return call_original(orig, args, nargs);
   PyObject* name = args[0];
   bool main_interp = t_main != 0;
-  bool shadowing = main_interp && !py.has_dict_watchers() && g_sysmodules && !g_finalizing &&
-                   !py.Py_IsFinalizing();
+  bool shadowing = main_interp && !py.has_dict_watchers() && g_sysmodules && !finalizing();
   uint64_t index = __atomic_fetch_add(&g_next_index, 1, __ATOMIC_RELAXED);
   const InFlight* outer = innermost(t);
   uint64_t parent = outer ? outer->index + 1 : 0;
@@ -1997,7 +1947,7 @@ int audit_hook(const char* event, PyObject* args, void*) {
     if (py.PyTuple_Size(args) != 3) { py.PyErr_Clear(); return 0; }
     PyObject* attr = py.PyTuple_GetItem(args, 1);
     Py_ssize_t n = 0;
-    const char* a = utf8(attr, &n);
+    const char* a = str_utf8(attr, &n);
     if (a && n == 9 && memcmp(a, "__class__", 9) == 0)
       note_class_assignment(py.PyTuple_GetItem(args, 0), py.PyTuple_GetItem(args, 2));
     py.PyErr_Clear();
