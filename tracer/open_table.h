@@ -5,7 +5,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <stdlib.h>
+#include <string.h>
+
+#include "tracer_memory.h"
 
 namespace imptrace {
 
@@ -20,7 +22,7 @@ inline bool table_full(size_t used, size_t cap) { return used * 4 >= cap * 3; }
 template <class Slot, class HashOf>
 bool grow_table(Slot*& slots, size_t& cap, size_t initial_cap, HashOf hash_of, size_t* kept = nullptr) {
   size_t nc = cap ? cap * 2 : initial_cap;
-  auto* n = static_cast<Slot*>(calloc(nc, sizeof(Slot)));
+  auto* n = static_cast<Slot*>(tracer_memory::alloc(nc * sizeof(Slot)));
   if (!n) return false;
   size_t count = 0;
   for (size_t i = 0; i < cap; ++i) {
@@ -31,7 +33,7 @@ bool grow_table(Slot*& slots, size_t& cap, size_t initial_cap, HashOf hash_of, s
     n[j] = slots[i];
     ++count;
   }
-  free(slots);
+  tracer_memory::release(slots, cap * sizeof(Slot));
   slots = n;
   cap = nc;
   if (kept) *kept = count;

@@ -19,6 +19,7 @@
 #include "hash.h"
 #include "open_table.h"
 #include "records.h"
+#include "tracer_memory.h"
 
 extern char** environ;
 
@@ -60,8 +61,33 @@ uint64_t mono_ns() {
 struct Slot { uint32_t hash, off, len, id; };  // hash: low half of hash_bytes, never 0
 Slot* g_slots = nullptr;
 size_t g_slot_cap = 0, g_slot_used = 0;
-char* g_arena = nullptr;
-size_t g_arena_len = 0, g_arena_cap = 0;
+// The strings' text, in 64 KiB chunks that never move (a contiguous arena would be copied,
+// and its old pages wasted, at every doubling); a string never spans two chunks, except
+// one longer than a chunk, which gets consecutive chunk entries of one block.
+constexpr unsigned kArenaChunkBits = 16;
+constexpr size_t kArenaChunk = size_t{1} << kArenaChunkBits;
+constexpr size_t kArenaChunks = size_t{1} << (32 - kArenaChunkBits);  // offsets are 32-bit
+char* g_arena_chunks[kArenaChunks];
+uint64_t g_arena_len = 0;  // offset of the next string
+inline char* arena_at(uint32_t off) { return g_arena_chunks[off >> kArenaChunkBits] + (off & (kArenaChunk - 1)); }
+
+// Room for n bytes in the arena: their offset, or false when out of memory or offsets.
+bool arena_place(size_t n, uint32_t* off) {
+  uint64_t at = g_arena_len;
+  if ((at & (kArenaChunk - 1)) + n > kArenaChunk) at = (at + kArenaChunk - 1) & ~uint64_t{kArenaChunk - 1};
+  size_t first = at >> kArenaChunkBits, count = ((at & (kArenaChunk - 1)) + n + kArenaChunk - 1) >> kArenaChunkBits;
+  if (first + count > kArenaChunks) return false;
+  if (count > 1 || !g_arena_chunks[first]) {
+    auto* block = static_cast<char*>(tracer_memory::alloc(count * kArenaChunk));
+    if (!block) return false;
+    // A long string's chunks are all one new block: chunks a fork child's reused arena
+    // already has need not be adjacent (they are left behind).
+    for (size_t i = 0; i < count; ++i) g_arena_chunks[first + i] = block + i * kArenaChunk;
+  }
+  *off = static_cast<uint32_t>(at);
+  g_arena_len = at + n;
+  return true;
+}
 uint32_t g_next_id = 1;
 // The prefix ('/'-paths, '.'-names) of the last string interned with one: offset in the
 // arena of a string that starts with it, its length and its id; 0 id = none.
@@ -69,7 +95,7 @@ struct PrefixMemo { uint32_t off, len, id; };
 PrefixMemo g_prefix_memo[2];
 
 bool grow_slots() {
-  return grow_table(g_slots, g_slot_cap, 4096, [](const Slot& s) { return s.hash; });
+  return grow_table(g_slots, g_slot_cap, 1024, [](const Slot& s) { return s.hash; });
 }
 
 void reset_interning() {
@@ -481,6 +507,7 @@ void atfork_child() {
   // The child must never write into the parent's file: close our copy of the descriptor
   // and start a new file, with a header of its own, at its first record.
   pthread_mutex_init(&g_mutex, nullptr);
+  tracer_memory::after_fork_in_child();
   if (g_fd >= 0) close(g_fd);
   g_fd = -1;
   g_map = nullptr;  // MADV_DONTFORK: the parent's window does not exist here
@@ -553,7 +580,7 @@ uint32_t TraceWriter::intern(const char* s, size_t n) {
   size_t j = h & (g_slot_cap - 1);
   while (g_slots[j].hash) {
     const Slot& sl = g_slots[j];
-    if (sl.hash == h && sl.len == n && memcmp(g_arena + sl.off, s, n) == 0) return sl.id;
+    if (sl.hash == h && sl.len == n && memcmp(arena_at(sl.off), s, n) == 0) return sl.id;
     j = (j + 1) & (g_slot_cap - 1);
   }
   uint32_t prefix = 0;
@@ -569,7 +596,7 @@ uint32_t TraceWriter::intern(const char* s, size_t n) {
       // Siblings come one after another (a package's modules, a directory's files): the
       // prefix of the last string of each kind is compared before it is looked up.
       PrefixMemo& memo = g_prefix_memo[slash ? 0 : 1];
-      if (memo.id && memo.len == cut && memcmp(g_arena + memo.off, s, cut) == 0) {
+      if (memo.id && memo.len == cut && memcmp(arena_at(memo.off), s, cut) == 0) {
         prefix = memo.id;
       } else {
         prefix = intern(s, cut);  // may grow the table: find our slot again below
@@ -579,18 +606,11 @@ uint32_t TraceWriter::intern(const char* s, size_t n) {
       }
     }
   }
-  if (g_arena_len + n > g_arena_cap) {
-    size_t cap = g_arena_cap ? g_arena_cap * 2 : 65536;
-    while (cap < g_arena_len + n) cap *= 2;
-    char* a = static_cast<char*>(realloc(g_arena, cap));
-    if (!a) return 0;
-    g_arena = a;
-    g_arena_cap = cap;
-  }
-  memcpy(g_arena + g_arena_len, s, n);
-  Slot sl{h, static_cast<uint32_t>(g_arena_len), static_cast<uint32_t>(n), g_next_id++};
+  uint32_t off = 0;
+  if (!arena_place(n, &off)) return 0;
+  memcpy(arena_at(off), s, n);
+  Slot sl{h, off, static_cast<uint32_t>(n), g_next_id++};
   if (cut) g_prefix_memo[s[cut - 1] == '/' ? 0 : 1] = PrefixMemo{sl.off, static_cast<uint32_t>(cut), prefix};
-  g_arena_len += n;
   g_slots[j] = sl;
   ++g_slot_used;
   wire::ByteBuf& b = g_strings;

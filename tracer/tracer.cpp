@@ -26,6 +26,7 @@
 
 #include "cpython_api.h"
 #include "hash.h"
+#include "tracer_memory.h"
 #include "open_table.h"
 #include "records.h"
 #include "trace_writer.h"
@@ -375,13 +376,14 @@ bool in_main_interpreter();
 // installation: nothing to allocate per module); anything else gets a weak reference
 // whose callback does the same. The table is touched only with the main interpreter's GIL
 // held, and neither path takes the writer lock (they can run inside our own Py_DecRef).
-struct IdentitySlot {
+struct IdentitySlot {  // 16 bytes: the table is touched for every import
   uintptr_t addr;
-  uint32_t generation;
-  PyObject* weakref;  // owned; null once the object died, or when watched by dealloc
-  uint64_t serial;    // the live tracked object's id; 0 when none
+  uint16_t generation;   // only its low 14 bits reach the token
+  uint16_t by_weakref;   // the live tracked object is watched by a weak reference (owned
+                         // by its entry in the deaths table), not by dealloc
+  uint32_t serial;       // the live tracked object's id; 0 when none
 };
-uint64_t g_next_serial = 0;
+uint32_t g_next_serial = 0;  // 4 billion tracked objects before it would wrap
 // Ids of objects the tracer cannot watch die (no weakref support, or not worth a weakref)
 // are their address, marked so they can never equal a serial.
 constexpr uint64_t kAddressId = 1ull << 62;
@@ -390,7 +392,7 @@ size_t g_ident_cap = 0, g_ident_used = 0;
 
 IdentitySlot* identity_slot(uintptr_t addr, bool create) {
   if (table_full(g_ident_used, g_ident_cap) &&
-      !grow_table(g_ident, g_ident_cap, 4096, [](const IdentitySlot& s) -> uint64_t { return s.addr ? hash_address(s.addr) : 0; }))
+      !grow_table(g_ident, g_ident_cap, 1024, [](const IdentitySlot& s) -> uint64_t { return s.addr ? hash_address(s.addr) : 0; }))
     return nullptr;
   size_t j = hash_address(addr) & (g_ident_cap - 1);
   while (g_ident[j].addr) {
@@ -412,7 +414,7 @@ constexpr uintptr_t kTombstone = 1;
 bool deaths_put(PyObject* w, uintptr_t addr) {
   // Tombstones (weakrefs whose object died) are dropped when the table grows.
   if (table_full(g_deaths_used + 1, g_deaths_cap) &&
-      !grow_table(g_deaths, g_deaths_cap, 4096,
+      !grow_table(g_deaths, g_deaths_cap, 256,
                   [](const DeathSlot& d) -> uint64_t {
                     return d.addr == kTombstone || !d.weakref ? 0 : hash_address(reinterpret_cast<uintptr_t>(d.weakref));
                   },
@@ -430,14 +432,16 @@ PyObject* object_died(PyObject*, PyObject* weakref) {
     size_t j = hash_address(reinterpret_cast<uintptr_t>(weakref)) & (g_deaths_cap - 1);
     while (g_deaths[j].weakref) {
       if (g_deaths[j].weakref == weakref && g_deaths[j].addr != kTombstone) {
+        // The callback runs before the object's memory is freed, so the slot is still
+        // the dead object's: no other object can have been tracked at its address yet.
         IdentitySlot* s = identity_slot(g_deaths[j].addr, false);
         g_deaths[j].addr = kTombstone;
-        if (s && s->weakref == weakref) {
+        if (s && s->by_weakref) {
           ++s->generation;
           s->serial = 0;
-          s->weakref = nullptr;
-          py.Py_DecRef(weakref);
+          s->by_weakref = 0;
         }
+        py.Py_DecRef(weakref);
         break;
       }
       j = (j + 1) & (g_deaths_cap - 1);
@@ -459,7 +463,7 @@ DestructorFn g_orig_module_dealloc = nullptr;
 void module_dealloc_hook(PyObject* m) {
   if (g_ident_cap && !finalizing() && in_main_interpreter()) {
     IdentitySlot* s = identity_slot(reinterpret_cast<uintptr_t>(m), false);
-    if (s && s->serial && !s->weakref) {
+    if (s && s->serial && !s->by_weakref) {
       ++s->generation;
       s->serial = 0;
     }
@@ -484,8 +488,10 @@ uint64_t identity(PyObject* o, bool track) {
         PyObject* w = g_object_died ? py.PyWeakref_NewRef(o, g_object_died) : nullptr;
         if (!w) py.PyErr_Clear();  // no weakref support: the address is all there is
         if (w && !deaths_put(w, addr)) { py.Py_DecRef(w); w = nullptr; }
-        s->weakref = w;
-        if (w) s->serial = ++g_next_serial;
+        if (w) {
+          s->by_weakref = 1;
+          s->serial = ++g_next_serial;
+        }
       }
     }
   } else if (g_ident) {
@@ -676,8 +682,8 @@ char* key_copy_space(size_t n) {
   static char* chunk = nullptr;
   static size_t left = 0;
   if (n > left) {
-    size_t size = n > 65536 ? n : 65536;
-    chunk = static_cast<char*>(malloc(size));
+    size_t size = n > 16384 ? n : 16384;
+    chunk = static_cast<char*>(tracer_memory::alloc(size));
     if (!chunk) { left = 0; return nullptr; }
     left = size;
   }
@@ -698,7 +704,7 @@ struct ModulesShadow {
   ShadowEntry* last_parent = nullptr;
   bool grow() {
     last_parent = nullptr;
-    return grow_table(slots, cap, 8192, [](const ShadowEntry& e) { return e.hash; });
+    return grow_table(slots, cap, 1024, [](const ShadowEntry& e) { return e.hash; });
   }
   // `h`: hash(k, n) when the caller has it already.
   ShadowEntry* find(const char* k, size_t n, bool create, uint64_t h = 0) {
@@ -747,9 +753,9 @@ ModulesSnapshot g_snap;
 bool snap_push(PyObject* k, PyObject* v) {
   if (g_snap.n == g_snap.cap) {
     size_t nc = g_snap.cap ? g_snap.cap * 2 : 1024;
-    auto* nk = static_cast<PyObject**>(realloc(g_snap.keys, nc * sizeof(PyObject*)));
+    auto* nk = static_cast<PyObject**>(tracer_memory::resize(g_snap.keys, g_snap.cap * sizeof(PyObject*), nc * sizeof(PyObject*)));
     if (nk) g_snap.keys = nk;
-    auto* nv = nk ? static_cast<PyObject**>(realloc(g_snap.values, nc * sizeof(PyObject*))) : nullptr;
+    auto* nv = nk ? static_cast<PyObject**>(tracer_memory::resize(g_snap.values, g_snap.cap * sizeof(PyObject*), nc * sizeof(PyObject*))) : nullptr;
     if (!nk || !nv) { g_snap.valid = false; return false; }
     g_snap.values = nv;
     g_snap.cap = nc;

@@ -1,0 +1,43 @@
+// Memory for the tracer's own tables (string interning, object identity, the sys.modules
+// shadow). Why not malloc: on the virtual machines CI runs on, the first touch of a 4 KiB
+// page costs 10-15 us (measured: bench/README), and doubling tables that are calloc'ed
+// afresh and freed each time touch every page of every generation. Here:
+// - blocks a table outgrew are kept, by size, for the next table that grows to that size
+//   (the tables double through the same power-of-two sizes), so pages are touched once;
+// - past a small first part, the region is offered to the kernel for transparent huge
+//   pages: one fault then maps 2 MiB, for less than the cost of 20 small-page faults.
+// Thread-safe (a spin lock; the sections are a few instructions long); usable in a fork
+// child. When the region cannot be reserved or is used up, it falls back to calloc/free.
+#pragma once
+
+#include <stddef.h>
+
+namespace imptrace {
+namespace tracer_memory {
+
+// n bytes, zeroed, 4 KiB aligned; null when out of memory. Sizes are rounded up to whole
+// pages: ask for whole tables, not for small objects.
+void* alloc(size_t n);
+
+// Gives back a block from alloc (or resize) of n bytes (the size asked for).
+void release(void* p, size_t n);
+
+// A block of new_n bytes holding the first old_n bytes of p (zero after them); p is given
+// back. Grows in place when p is the last block handed out. Null (p untouched) when out of
+// memory.
+void* resize(void* p, size_t old_n, size_t new_n);
+
+// Figures for tests and benchmarks.
+struct Stats {
+  size_t reserved;      // bytes of address space reserved (0: no region, calloc only)
+  size_t used;          // bytes of the region handed out so far (high-water mark)
+  size_t recycled;      // blocks handed out again after release
+  size_t fallbacks;     // blocks that came from calloc
+};
+Stats stats();
+
+// In a fork child: the lock may have been held by a thread that does not exist there.
+void after_fork_in_child();
+
+}  // namespace tracer_memory
+}  // namespace imptrace
