@@ -17,7 +17,7 @@
 
 #include "cpython_api.h"
 #include "hash.h"
-#include "open_table.h"
+#include "dense_table.h"
 #include "records.h"
 #include "tracer_memory.h"
 
@@ -58,9 +58,14 @@ uint64_t mono_ns() {
 }
 
 // ---- string interning: open addressing over an arena; ids are dense from 1. -------------
-struct Slot { uint32_t hash, off, len, id; };  // hash: low half of hash_bytes, never 0
-Slot* g_slots = nullptr;
-size_t g_slot_cap = 0, g_slot_used = 0;
+// A string's id is its position in the table + 1: ids are dense from 1.
+struct InternEntry { uint32_t hash, off, len; };  // hash: low half of hash_bytes
+// The table's hash of a string: its 32 bits twice (slot position and tag from one value).
+inline uint64_t intern_hash(uint32_t h) { return static_cast<uint64_t>(h) << 32 | h; }
+struct InternTraits {
+  static uint64_t hash(const InternEntry& e) { return intern_hash(e.hash); }
+};
+DenseTable<InternEntry, InternTraits> g_strings_table;
 // The strings' text, in 64 KiB chunks that never move (a contiguous arena would be copied,
 // and its old pages wasted, at every doubling); a string never spans two chunks, except
 // one longer than a chunk, which gets consecutive chunk entries of one block.
@@ -88,23 +93,16 @@ bool arena_place(size_t n, uint32_t* off) {
   g_arena_len = at + n;
   return true;
 }
-uint32_t g_next_id = 1;
 // The prefix ('/'-paths, '.'-names) of the last string interned with one: offset in the
 // arena of a string that starts with it, its length and its id; 0 id = none.
 struct PrefixMemo { uint32_t off, len, id; };
 PrefixMemo g_prefix_memo[2];
 
-bool grow_slots() {
-  return grow_table(g_slots, g_slot_cap, 1024, [](const Slot& s) { return s.hash; });
-}
-
 void reset_interning() {
   // In a fork child the table is cleared, not freed and rebuilt from nothing: the new file
   // must define every string again, and ids stay dense.
-  if (g_slots) memset(g_slots, 0, g_slot_cap * sizeof(Slot));
-  g_slot_used = 0;
+  g_strings_table.clear();
   g_arena_len = 0;
-  g_next_id = 1;
   g_prefix_memo[0] = g_prefix_memo[1] = PrefixMemo{};
 }
 
@@ -591,14 +589,12 @@ constexpr size_t kPrefixMin = 8;
 
 uint32_t TraceWriter::intern(const char* s, size_t n) {
   if (!s || !n) return 0;
-  if (table_full(g_slot_used, g_slot_cap) && !grow_slots()) return 0;
-  uint32_t h = static_cast<uint32_t>(hash_bytes(s, n)) | 1;
-  size_t j = h & (g_slot_cap - 1);
-  while (g_slots[j].hash) {
-    const Slot& sl = g_slots[j];
-    if (sl.hash == h && sl.len == n && memcmp(arena_at(sl.off), s, n) == 0) return sl.id;
-    j = (j + 1) & (g_slot_cap - 1);
-  }
+  uint32_t h32 = static_cast<uint32_t>(hash_bytes(s, n));
+  uint64_t h = intern_hash(h32);
+  uint32_t found = g_strings_table.find(h, [&](const InternEntry& e) {
+    return e.hash == h32 && e.len == n && memcmp(arena_at(e.off), s, n) == 0;
+  });
+  if (found != g_strings_table.kNone) return found + 1;
   uint32_t prefix = 0;
   size_t cut = 0;
   if (n > kPrefixMin) {
@@ -615,24 +611,24 @@ uint32_t TraceWriter::intern(const char* s, size_t n) {
       if (memo.id && memo.len == cut && memcmp(arena_at(memo.off), s, cut) == 0) {
         prefix = memo.id;
       } else {
-        prefix = intern(s, cut);  // may grow the table: find our slot again below
+        prefix = intern(s, cut);
         if (!prefix) cut = 0;
-        j = h & (g_slot_cap - 1);
-        while (g_slots[j].hash) j = (j + 1) & (g_slot_cap - 1);
       }
     }
   }
   uint32_t off = 0;
   if (!arena_place(n, &off)) return 0;
+  uint32_t pos = 0;
+  InternEntry* e = g_strings_table.insert(h, &pos);
+  if (!e) return 0;
   memcpy(arena_at(off), s, n);
-  Slot sl{h, off, static_cast<uint32_t>(n), g_next_id++};
-  if (cut) g_prefix_memo[s[cut - 1] == '/' ? 0 : 1] = PrefixMemo{sl.off, static_cast<uint32_t>(cut), prefix};
-  g_slots[j] = sl;
-  ++g_slot_used;
+  *e = InternEntry{h32, off, static_cast<uint32_t>(n)};
+  uint32_t id = pos + 1;
+  if (cut) g_prefix_memo[s[cut - 1] == '/' ? 0 : 1] = PrefixMemo{off, static_cast<uint32_t>(cut), prefix};
   wire::ByteBuf& b = g_strings;
   auto m = wire::begin_message(b, Trace::record);
   auto d = wire::begin_message(b, Record::string_def);
-  wire::put_uint(b, StringDef::id, sl.id);
+  wire::put_uint(b, StringDef::id, id);
   if (cut) {
     wire::put_uint(b, StringDef::prefix, prefix);
     wire::put_bytes(b, StringDef::value, s + cut, n - cut);
@@ -641,7 +637,7 @@ uint32_t TraceWriter::intern(const char* s, size_t n) {
   }
   wire::end_message(b, d);
   wire::end_message(b, m);
-  return sl.id;
+  return id;
 }
 
 TraceWriter::RecordMark TraceWriter::begin_record(uint32_t kind) {

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "cpython_api.h"
+#include "dense_table.h"
 #include "hash.h"
 #include "tracer_memory.h"
 #include "open_table.h"
@@ -387,22 +388,19 @@ uint32_t g_next_serial = 0;  // 4 billion tracked objects before it would wrap
 // Ids of objects the tracer cannot watch die (no weakref support, or not worth a weakref)
 // are their address, marked so they can never equal a serial.
 constexpr uint64_t kAddressId = 1ull << 62;
-IdentitySlot* g_ident = nullptr;
-size_t g_ident_cap = 0, g_ident_used = 0;
+struct IdentityTraits {
+  static uint64_t hash(const IdentitySlot& s) { return hash_address(s.addr); }
+};
+DenseTable<IdentitySlot, IdentityTraits> g_ident;
 
 IdentitySlot* identity_slot(uintptr_t addr, bool create) {
-  if (table_full(g_ident_used, g_ident_cap) &&
-      !grow_table(g_ident, g_ident_cap, 1024, [](const IdentitySlot& s) -> uint64_t { return s.addr ? hash_address(s.addr) : 0; }))
-    return nullptr;
-  size_t j = hash_address(addr) & (g_ident_cap - 1);
-  while (g_ident[j].addr) {
-    if (g_ident[j].addr == addr) return &g_ident[j];
-    j = (j + 1) & (g_ident_cap - 1);
-  }
+  uint64_t h = hash_address(addr);
+  uint32_t pos = g_ident.find(h, [addr](const IdentitySlot& s) { return s.addr == addr; });
+  if (pos != g_ident.kNone) return &g_ident.at(pos);
   if (!create) return nullptr;
-  g_ident[j].addr = addr;
-  ++g_ident_used;
-  return &g_ident[j];
+  IdentitySlot* s = g_ident.insert(h);
+  if (s) s->addr = addr;
+  return s;
 }
 
 // weakref -> address, for the callback (which is handed the dead weakref only).
@@ -461,7 +459,7 @@ DestructorFn g_orig_module_dealloc = nullptr;
 // finalisation has begun nothing is recorded any more, and the interpreter is not asked
 // about (its thread state may be on its way out).
 void module_dealloc_hook(PyObject* m) {
-  if (g_ident_cap && !finalizing() && in_main_interpreter()) {
+  if (g_ident.size() && !finalizing() && in_main_interpreter()) {
     IdentitySlot* s = identity_slot(reinterpret_cast<uintptr_t>(m), false);
     if (s && s->serial && !s->by_weakref) {
       ++s->generation;
@@ -494,7 +492,7 @@ uint64_t identity(PyObject* o, bool track) {
         }
       }
     }
-  } else if (g_ident) {
+  } else if (g_ident.size()) {
     s = identity_slot(addr, false);
   }
   // A live serial at this address means this very object is the tracked one.
@@ -693,41 +691,35 @@ char* key_copy_space(size_t n) {
   return p;
 }
 
+struct ShadowTraits {
+  static uint64_t hash(const ShadowEntry& e) { return e.hash; }
+};
 struct ModulesShadow {
-  ShadowEntry* slots = nullptr;
-  size_t cap = 0, used = 0, live = 0;
+  DenseTable<ShadowEntry, ShadowTraits> entries;  // never removed, only marked not live
+  size_t live = 0;
   uint32_t stamp = 0;
 
   static uint64_t hash(const char* s, size_t n) { return hash_bytes(s, n); }
-  // The entry the last check of a parent package found (siblings share it); null when the
-  // table moves.
+  // The entry the last check of a parent package found (siblings share it).
   ShadowEntry* last_parent = nullptr;
-  bool grow() {
-    last_parent = nullptr;
-    return grow_table(slots, cap, 1024, [](const ShadowEntry& e) { return e.hash; });
-  }
   // `h`: hash(k, n) when the caller has it already.
   ShadowEntry* find(const char* k, size_t n, bool create, uint64_t h = 0) {
-    if (table_full(used, cap) && !grow()) return nullptr;
     if (!h) h = hash(k, n);
-    size_t j = h & (cap - 1);
-    while (slots[j].hash) {
-      ShadowEntry& e = slots[j];
-      if (e.hash == h && e.keylen == n && memcmp(e.key, k, n) == 0) return &e;
-      j = (j + 1) & (cap - 1);
-    }
+    uint32_t pos = entries.find(h, [&](const ShadowEntry& e) {
+      return e.hash == h && e.keylen == n && memcmp(e.key, k, n) == 0;
+    });
+    if (pos != entries.kNone) return &entries.at(pos);
     if (!create) return nullptr;
     char* copy = key_copy_space(n + 1);
     if (!copy) return nullptr;
+    ShadowEntry* e = entries.insert(h);
+    if (!e) return nullptr;
     memcpy(copy, k, n);
     copy[n] = 0;
-    ShadowEntry& e = slots[j];
-    e.hash = h;
-    e.key = copy;
-    e.keylen = static_cast<uint32_t>(n);
-    e.live = false;
-    ++used;
-    return &e;
+    e->hash = h;
+    e->key = copy;
+    e->keylen = static_cast<uint32_t>(n);
+    return e;
   }
 };
 ModulesShadow g_shadow;
@@ -740,10 +732,9 @@ ModulesShadow g_shadow;
 //   key since, only the entries appended after them need a look (iteration order is
 //   insertion order: a deletion, a pop-and-reinsert or a replacement shows as a mismatch,
 //   and then the full comparison runs).
+struct SnapEntry { PyObject* key; PyObject* value; };  // identity only: never dereferenced
 struct ModulesSnapshot {
-  PyObject** keys = nullptr;  // identity only: never dereferenced
-  PyObject** values = nullptr;
-  size_t n = 0, cap = 0;
+  ChunkedArray<SnapEntry> entries;
   size_t n_str = 0;      // entries with a str key (the ones the shadow holds)
   bool valid = false;
   uint64_t version = 0;  // sys.modules' tag after the last comparison; 0 unknown
@@ -751,18 +742,9 @@ struct ModulesSnapshot {
 ModulesSnapshot g_snap;
 
 bool snap_push(PyObject* k, PyObject* v) {
-  if (g_snap.n == g_snap.cap) {
-    size_t nc = g_snap.cap ? g_snap.cap * 2 : 1024;
-    auto* nk = static_cast<PyObject**>(tracer_memory::resize(g_snap.keys, g_snap.cap * sizeof(PyObject*), nc * sizeof(PyObject*)));
-    if (nk) g_snap.keys = nk;
-    auto* nv = nk ? static_cast<PyObject**>(tracer_memory::resize(g_snap.values, g_snap.cap * sizeof(PyObject*), nc * sizeof(PyObject*))) : nullptr;
-    if (!nk || !nv) { g_snap.valid = false; return false; }
-    g_snap.values = nv;
-    g_snap.cap = nc;
-  }
-  g_snap.keys[g_snap.n] = k;
-  g_snap.values[g_snap.n] = v;
-  ++g_snap.n;
+  SnapEntry* e = g_snap.entries.push();
+  if (!e) { g_snap.valid = false; return false; }
+  *e = SnapEntry{k, v};
   return true;
 }
 
@@ -807,8 +789,7 @@ void shadow_adopt(PyObject* key, PyObject* value, bool describe_value) {
 bool name_in_flight(const char* k, size_t n);
 
 // Records and adopts the difference between the shadow and sys.modules for one key.
-// Returns the key's entry (null if the table could not take it); valid until the table
-// grows, which code run by a proxy class being instrumented could make it do.
+// Returns the key's entry (null if the table could not take it); entries never move.
 ShadowEntry* shadow_check_key(const char* k, size_t n, PyObject* value, bool initial, bool by_import,
                               const ObjInfo* known = nullptr, uint64_t hash = 0) {
   ShadowEntry* e = g_shadow.find(k, n, true, hash);
@@ -845,9 +826,10 @@ bool snap_sync_appended() {
   Py_ssize_t pos = 0;
   PyObject *k, *v;
   size_t i = 0;
-  for (; i < g_snap.n; ++i) {
+  for (uint32_t n = g_snap.entries.size(); i < n; ++i) {
     if (!py.PyDict_Next(g_sysmodules, &pos, &k, &v)) return false;  // entries gone
-    if (g_snap.keys[i] != k || g_snap.values[i] != v) return false;
+    const SnapEntry& e = g_snap.entries[static_cast<uint32_t>(i)];
+    if (e.key != k || e.value != v) return false;
   }
   size_t n_str = g_snap.n_str;
   while (py.PyDict_Next(g_sysmodules, &pos, &k, &v)) {
@@ -885,9 +867,9 @@ void shadow_full_sync(bool initial) {
     if (!s) continue;  // a non-str key: import never uses it
     shadow_check_key(s, static_cast<size_t>(n), v, initial, false);
   }
-  for (size_t i = 0; i < g_shadow.cap; ++i) {
-    ShadowEntry& e = g_shadow.slots[i];
-    if (!e.hash || !e.live || e.stamp == g_shadow.stamp) continue;
+  for (uint32_t i = 0; i < g_shadow.entries.size(); ++i) {
+    ShadowEntry& e = g_shadow.entries.at(i);
+    if (!e.live || e.stamp == g_shadow.stamp) continue;
     e.live = false;
     --g_shadow.live;
     if (initial) continue;
@@ -897,7 +879,8 @@ void shadow_full_sync(bool initial) {
                         ModulesChange::AT_BOUNDARY, false, stack, ns);
   }
   // The shadow now agrees with every entry: take the snapshot.
-  g_snap.n = g_snap.n_str = 0;
+  g_snap.entries.clear();
+  g_snap.n_str = 0;
   g_snap.valid = true;
   pos = 0;
   while (py.PyDict_Next(g_sysmodules, &pos, &k, &v)) {
@@ -951,9 +934,8 @@ void shadow_check_path(PyObject* name_obj, bool by_import, const ObjInfo* known,
   if (e && e->live && parent->obj && e->value == parent->obj && e->keylen == parent->len &&
       memcmp(e->key, parent->text, parent->len) == 0)
     return;
-  const ShadowEntry* slots = g_shadow.slots;
   e = shadow_check_one(parent->text, parent->len, parent->obj, false, nullptr);
-  g_shadow.last_parent = e && g_shadow.slots == slots && e->live && e->value == parent->obj ? e : nullptr;
+  g_shadow.last_parent = e && e->live && e->value == parent->obj ? e : nullptr;
 }
 
 // Names of imports in progress on any thread (their sys.modules entries are the import
@@ -1000,7 +982,7 @@ void shadow_boundary(ThreadState& t, PyObject* name, bool import_end, bool top_l
                      PyObject* const* value = nullptr, uint64_t name_hash = 0) {
   if (!g_shadow_ready || g_shadow_generation != TW::generation()) {
     // First boundary, or first in a fork child (whose file must define its strings anew).
-    for (size_t i = 0; i < g_shadow.cap; ++i) g_shadow.slots[i].live = false;
+    for (uint32_t i = 0; i < g_shadow.entries.size(); ++i) g_shadow.entries.at(i).live = false;
     g_shadow.live = 0;
     shadow_full_sync(true);
     g_shadow_ready = true;

@@ -1,11 +1,10 @@
 // Memory for the tracer's own tables (string interning, object identity, the sys.modules
 // shadow). Why not malloc: on the virtual machines CI runs on, the first touch of a 4 KiB
-// page costs 10-15 us (measured: bench/README), and doubling tables that are calloc'ed
-// afresh and freed each time touch every page of every generation. Here:
-// - blocks a table outgrew are kept, by size, for the next table that grows to that size
-//   (the tables double through the same power-of-two sizes), so pages are touched once;
-// - past a small first part, the region is offered to the kernel for transparent huge
-//   pages: one fault then maps 2 MiB, for less than the cost of 20 small-page faults.
+// page costs 10-15 us, and doubling tables that are calloc'ed afresh and freed each time
+// touch every page of every generation. Here blocks a table outgrew are kept, by size, for
+// the next one that grows to that size, so pages are touched once (see dense_table.h for
+// the tables' side). With IMPTRACE_HUGEPAGES=1 the region past its first 256 KiB is
+// offered to the kernel for transparent huge pages (one fault then maps 2 MiB).
 // Thread-safe (a spin lock; the sections are a few instructions long); usable in a fork
 // child. When the region cannot be reserved or is used up, it falls back to calloc/free.
 #pragma once
