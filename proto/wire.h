@@ -27,13 +27,18 @@ struct ByteBuf {
   ByteBuf& operator=(const ByteBuf&) = delete;
   ~ByteBuf() { free(p); }
 
+  // One comparison on the fast path (every field the tracer writes): a failed buffer has
+  // cap 0, so it always takes the slow path, which refuses.
   bool reserve(size_t extra) {
-    if (failed) return false;
     if (n + extra <= cap) return true;
+    return grow(extra);
+  }
+  bool grow(size_t extra) {
+    if (failed) return false;
     size_t want = cap ? cap * 2 : 256;
     while (want < n + extra) want *= 2;
     void* q = realloc(p, want);
-    if (!q) { failed = true; return false; }
+    if (!q) { failed = true; cap = 0; return false; }
     p = static_cast<uint8_t*>(q);
     cap = want;
     return true;

@@ -44,7 +44,6 @@ wire::ByteBuf& g_pending = g_pending_holder.b;
 wire::ByteBuf& g_strings = g_strings_holder.b;
 int g_fd = -1;
 bool g_broken = false;       // output failed: stop trying in this process
-uint32_t g_generation = 0;   // 0 in the original process, +1 per fork
 int64_t g_forked_from = 0;
 char g_cwd[PATH_MAX];        // working directory at process start, for relative patterns
 char g_pattern[PATH_MAX];    // IMPTRACE_OUTPUT or the default
@@ -557,7 +556,7 @@ void atfork_child() {
   g_strings.clear();
   reset_interning();
   g_forked_from = getppid();
-  ++g_generation;
+  ++TraceWriter::generation_;
   g_n_env_seen = 0;  // the child's header records the environment anew (copies leak: fork)
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -583,7 +582,7 @@ void TraceWriter::lock() { pthread_mutex_lock(&g_mutex); }
 void TraceWriter::unlock() { pthread_mutex_unlock(&g_mutex); }
 bool TraceWriter::usable() { return !g_broken; }
 void TraceWriter::finish() { trim_reserve(); }
-uint32_t TraceWriter::generation() { return g_generation; }
+uint32_t TraceWriter::generation_ = 0;  // 0 in the original process, +1 per fork
 void TraceWriter::after_fork_in_child() { atfork_child(); }
 wire::ByteBuf& TraceWriter::buf() { return g_pending; }
 
@@ -606,6 +605,38 @@ void TraceWriter::record_env_changes() {
 }
 
 uint32_t TraceWriter::intern(const char* s) { return s ? intern(s, strlen(s)) : 0; }
+
+// Trace.record { string_def { id, prefix, value } }, two defined per import: written in
+// one go when both lengths fit one byte (always, but for strings over 100 bytes), the
+// same bytes as the generic nested-message encoding below.
+void put_string_def(wire::ByteBuf& b, uint32_t id, uint32_t prefix, const char* text, size_t len) {
+  size_t body = 1 + wire::varint_size(id) + (prefix ? 1 + wire::varint_size(prefix) : 0) + 2 + len;
+  if (body + 2 < 0x80 && b.reserve(body + 4)) {
+    uint8_t* o = b.p + b.n;
+    *o++ = (Trace::record << 3) | wire::LEN;
+    *o++ = static_cast<uint8_t>(body + 2);
+    *o++ = (Record::string_def << 3) | wire::LEN;
+    *o++ = static_cast<uint8_t>(body);
+    *o++ = (StringDef::id << 3) | wire::VARINT;
+    o += wire::encode_varint(o, id);
+    if (prefix) {
+      *o++ = (StringDef::prefix << 3) | wire::VARINT;
+      o += wire::encode_varint(o, prefix);
+    }
+    *o++ = (StringDef::value << 3) | wire::LEN;
+    *o++ = static_cast<uint8_t>(len);
+    memcpy(o, text, len);
+    b.n = static_cast<size_t>(o + len - b.p);
+    return;
+  }
+  auto m = wire::begin_message(b, Trace::record);
+  auto d = wire::begin_message(b, Record::string_def);
+  wire::put_uint(b, StringDef::id, id);
+  wire::put_uint(b, StringDef::prefix, prefix);
+  wire::put_bytes(b, StringDef::value, text, len);
+  wire::end_message(b, d);
+  wire::end_message(b, m);
+}
 
 // Paths and dotted names share long prefixes ("/usr/lib/python3/dist-packages/torch/",
 // "torch.nn."), so a string longer than kPrefixMin is defined as (id of its prefix up to
@@ -651,18 +682,7 @@ uint32_t TraceWriter::intern(const char* s, size_t n) {
   *e = InternEntry{h32, off, static_cast<uint32_t>(n)};
   uint32_t id = pos + 1;
   if (cut) g_prefix_memo[s[cut - 1] == '/' ? 0 : 1] = PrefixMemo{off, static_cast<uint32_t>(cut), prefix};
-  wire::ByteBuf& b = g_strings;
-  auto m = wire::begin_message(b, Trace::record);
-  auto d = wire::begin_message(b, Record::string_def);
-  wire::put_uint(b, StringDef::id, id);
-  if (cut) {
-    wire::put_uint(b, StringDef::prefix, prefix);
-    wire::put_bytes(b, StringDef::value, s + cut, n - cut);
-  } else {
-    wire::put_bytes(b, StringDef::value, s, n);
-  }
-  wire::end_message(b, d);
-  wire::end_message(b, m);
+  put_string_def(g_strings, id, prefix, s + cut, n - cut);
   return id;
 }
 

@@ -53,7 +53,9 @@ struct TraceWriter {
 
   // Called from the audit hook at the first import, to put sys.path into the header side.
   static void after_fork_in_child();
-  static uint32_t generation();  // bumps in each fork child
+  // Bumps in each fork child. Inline: the tracer asks at almost every step.
+  static uint32_t generation() { return generation_; }
+  static uint32_t generation_;
 };
 
 // RAII for TraceWriter::lock/unlock.
