@@ -107,8 +107,10 @@ inline void put_string(ByteBuf& b, uint32_t field, const char* s) {
 struct Mark { size_t body_start; };
 
 inline Mark begin_message(ByteBuf& b, uint32_t field) {
-  put_tag(b, field, LEN);
-  if (b.reserve(1)) b.p[b.n++] = 0;
+  if (b.reserve(6)) {  // tag (up to 5 bytes) and the length byte
+    b.n += encode_varint(b.p + b.n, (static_cast<uint64_t>(field) << 3) | LEN);
+    b.p[b.n++] = 0;
+  }
   return Mark{b.n};
 }
 inline void end_message(ByteBuf& b, Mark m) {
