@@ -11,13 +11,13 @@ namespace imptrace {
 namespace tracer_memory {
 namespace {
 
-// Address space only: pages are committed as the tables reach them. A trace of 100,000
-// imports needs about 20 MiB of tables; past the region, blocks come from calloc.
-constexpr size_t kReserve = size_t{64} << 20;
-constexpr size_t kHuge = size_t{2} << 20;
-// The first part stays in small pages, so that a process with few imports (most of a test
-// run's helper processes) does not pay 2 MiB of resident memory for a few tables.
-constexpr size_t kSmallHead = size_t{256} << 10;
+// Regions are mapped one at a time, as the tables need them: a large reservation up front
+// would take address space the host may not have (a test run under `ulimit -v` failed
+// with MemoryError where it passed untraced, with a 32 MiB reservation). A block larger
+// than half a region comes from calloc.
+constexpr size_t kRegion = size_t{1} << 20;
+constexpr size_t kHuge = size_t{2} << 20;  // a region with IMPTRACE_HUGEPAGES=1
+constexpr int kMaxRegions = 256;
 constexpr size_t kPage = 4096;
 // Tables grow through the same few sizes (capacity doublings times a slot size), so the
 // blocks given back are kept on one list per size, a handful of sizes in all.
@@ -25,11 +25,12 @@ constexpr int kSizes = 48;
 
 struct FreeBlock { FreeBlock* next; };
 struct FreeList { size_t size; FreeBlock* head; };
+// [base, end); top: first byte not handed out, beyond it nothing was ever touched.
+struct Region { char* base; char* top; char* end; };
 
-bool g_tried = false;
-char* g_base = nullptr;  // [g_base, g_end): the region; g_top: first byte not handed out
-char* g_top = nullptr;  // beyond it nothing was ever touched: still zero
-char* g_end = nullptr;
+Region g_regions[kMaxRegions];
+int g_nregions = 0;
+int g_huge = -1;  // IMPTRACE_HUGEPAGES=1, read at the first region
 FreeList g_free[kSizes];
 Stats g_stats;
 bool g_lock = false;
@@ -64,23 +65,36 @@ bool huge_pages_wanted() {
   return v && v[0] == '1' && v[1] == 0;
 }
 
-void reserve() {
-  g_tried = true;
-  size_t len = kReserve + kHuge;
-  void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (m == MAP_FAILED) return;
-  // Place the region so that its huge-page part starts on a 2 MiB boundary.
+size_t region_size() { return g_huge == 1 ? kHuge : kRegion; }
+
+Region* new_region() {
+  if (g_huge < 0) g_huge = huge_pages_wanted() ? 1 : 0;
+  if (g_nregions == kMaxRegions) return nullptr;
+  size_t size = region_size();
+  // A huge-page region must start on a 2 MiB boundary: map twice that, keep the middle.
+  size_t len = g_huge ? 2 * size : size;
+  void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return nullptr;
   auto raw = reinterpret_cast<uintptr_t>(m);
-  uintptr_t huge_start = (raw + kSmallHead + kHuge - 1) & ~(uintptr_t{kHuge} - 1);
-  uintptr_t base = huge_start - kSmallHead;
-  uintptr_t end = raw + len;
-  if (base > raw) munmap(m, base - raw);
-  g_base = reinterpret_cast<char*>(base);
-  g_top = g_base;
-  g_end = reinterpret_cast<char*>(end);
-  g_stats.reserved = end - base;
-  // Refused (no THP in this kernel): small pages, still touched once.
-  if (huge_pages_wanted()) madvise(reinterpret_cast<void*>(huge_start), end - huge_start, MADV_HUGEPAGE);
+  uintptr_t base = raw;
+  if (g_huge) {
+    base = (raw + kHuge - 1) & ~(uintptr_t{kHuge} - 1);
+    if (base > raw) munmap(m, base - raw);
+    if (raw + len > base + size) munmap(reinterpret_cast<void*>(base + size), raw + len - (base + size));
+    // Refused (no THP in this kernel): small pages, still touched once.
+    madvise(reinterpret_cast<void*>(base), size, MADV_HUGEPAGE);
+  }
+  char* b = reinterpret_cast<char*>(base);
+  g_regions[g_nregions] = Region{b, b, b + size};
+  g_stats.reserved += size;
+  return &g_regions[g_nregions++];
+}
+
+Region* region_of(const void* p) {
+  auto c = static_cast<const char*>(p);
+  for (int i = g_nregions - 1; i >= 0; --i)
+    if (c >= g_regions[i].base && c < g_regions[i].end) return &g_regions[i];
+  return nullptr;
 }
 
 // A new block is made writable at once, with one madvise(MADV_POPULATE_WRITE), rather than
@@ -93,13 +107,7 @@ void populate(void* p, size_t n) {
   if (madvise(p, n, MADV_POPULATE_WRITE) != 0 && errno == EINVAL) g_no_populate = true;
 }
 
-bool in_region(const void* p) {
-  auto c = static_cast<const char*>(p);
-  return g_base && c >= g_base && c < g_end;
-}
-
 void* alloc_locked(size_t n) {
-  if (!g_tried) reserve();
   size_t size = rounded(n);
   FreeList* l = list_for(size, false);
   if (l && l->head) {
@@ -109,12 +117,18 @@ void* alloc_locked(size_t n) {
     ++g_stats.recycled;
     return b;
   }
-  if (g_base && size <= static_cast<size_t>(g_end - g_top)) {
-    char* p = g_top;
-    g_top += size;
-    g_stats.used = static_cast<size_t>(g_top - g_base);
-    populate(p, size);
-    return p;
+  if (g_huge < 0) g_huge = huge_pages_wanted() ? 1 : 0;
+  if (size <= region_size() / 2) {
+    Region* r = g_nregions ? &g_regions[g_nregions - 1] : nullptr;
+    // The rest of a region too small for this block is left unused (at most half of it).
+    if (!r || size > static_cast<size_t>(r->end - r->top)) r = new_region();
+    if (r) {
+      char* p = r->top;
+      r->top += size;
+      g_stats.used += size;
+      populate(p, size);
+      return p;
+    }
   }
   ++g_stats.fallbacks;
   return calloc(1, size);
@@ -122,7 +136,7 @@ void* alloc_locked(size_t n) {
 
 void release_locked(void* p, size_t n) {
   if (!p) return;
-  if (!in_region(p)) { free(p); return; }
+  if (!region_of(p)) { free(p); return; }
   FreeList* l = list_for(rounded(n), true);
   if (!l) return;  // more distinct sizes than lists: the block stays unused
   auto* b = static_cast<FreeBlock*>(p);
@@ -147,11 +161,12 @@ void* resize(void* p, size_t old_n, size_t new_n) {
   if (!p) return alloc_locked(new_n);
   size_t old_size = rounded(old_n), new_size = rounded(new_n);
   if (new_size <= old_size) return p;  // beyond old_n the block is still zero
-  if (in_region(p) && static_cast<char*>(p) + old_size == g_top &&
-      new_size - old_size <= static_cast<size_t>(g_end - g_top)) {
-    populate(g_top, new_size - old_size);
-    g_top += new_size - old_size;
-    g_stats.used = static_cast<size_t>(g_top - g_base);
+  Region* r = region_of(p);
+  size_t grow = new_size - old_size;
+  if (r && static_cast<char*>(p) + old_size == r->top && grow <= static_cast<size_t>(r->end - r->top)) {
+    populate(r->top, grow);
+    r->top += grow;
+    g_stats.used += grow;
     return p;
   }
   void* q = alloc_locked(new_n);

@@ -1,12 +1,14 @@
 // Memory for the tracer's own tables (string interning, object identity, the sys.modules
 // shadow). Why not malloc: on the virtual machines CI runs on, the first touch of a 4 KiB
 // page costs 10-15 us, and doubling tables that are calloc'ed afresh and freed each time
-// touch every page of every generation. Here blocks a table outgrew are kept, by size, for
-// the next one that grows to that size, so pages are touched once (see dense_table.h for
-// the tables' side). With IMPTRACE_HUGEPAGES=1 the region past its first 256 KiB is
-// offered to the kernel for transparent huge pages (one fault then maps 2 MiB).
+// touch every page of every generation. Here blocks come from 1 MiB regions mapped as
+// needed; a block a table outgrew is kept, by size, for the next one that grows to that
+// size, so pages are touched once (see dense_table.h for the tables' side); and a new
+// block's pages are made in one system call. With IMPTRACE_HUGEPAGES=1 the regions are
+// 2 MiB, offered to the kernel for transparent huge pages (one fault maps a region).
 // Thread-safe (a spin lock; the sections are a few instructions long); usable in a fork
-// child. When the region cannot be reserved or is used up, it falls back to calloc/free.
+// child. A block larger than half a region, or one that no region can take, comes from
+// calloc (and goes back to free).
 #pragma once
 
 #include <stddef.h>
@@ -28,8 +30,8 @@ void* resize(void* p, size_t old_n, size_t new_n);
 
 // Figures for tests and benchmarks.
 struct Stats {
-  size_t reserved;      // bytes of address space reserved (0: no region, calloc only)
-  size_t used;          // bytes of the region handed out so far (high-water mark)
+  size_t reserved;      // bytes of the regions mapped so far
+  size_t used;          // bytes of them handed out
   size_t recycled;      // blocks handed out again after release
   size_t fallbacks;     // blocks that came from calloc
 };

@@ -108,6 +108,38 @@ def test_file_size_limit_mid_run(tmp_path):
     assert len(files) == 1 and os.path.getsize(files[0]) <= 4096
 
 
+def test_tight_address_space_limit(tmp_path):
+    """The tracer's address space stays within 12 MiB of the untraced program's peak, and
+    under RLIMIT_AS at that (`ulimit -v` in some CI jobs) the traced program runs to its
+    end with every import in the trace. The tracer maps its tables as they grow: with a
+    reservation of 64 MiB up front the peak check failed, and with 32 MiB a program under
+    `ulimit -v` failed with MemoryError once its own memory grew into what was taken."""
+    src = tmp_path / "src"
+    pkg = src / "aspkg"
+    pkg.mkdir(parents=True)
+    n = 2000
+    (pkg / "__init__.py").write_text("".join("from . import m%d\n" % i for i in range(n)))
+    for i in range(n):
+        (pkg / ("m%d.py" % i)).write_text("X = %d\n" % i)
+    code = "import aspkg\nprint(open('/proc/self/status').read().split('VmPeak:')[1].split()[0])\n"
+    run([PY, "-c", code], traced=False, cwd=str(src))  # writes the bytecode caches
+    plain = run([PY, "-c", code], traced=False, cwd=str(src))
+    assert plain.returncode == 0, plain.stderr
+    # Address space, not just memory: a reservation made early succeeds under the limit
+    # and starves the program later, so the peak is compared directly.
+    free = run([PY, "-c", code], traced=True, outdir=str(tmp_path / "free"), cwd=str(src))
+    assert free.returncode == 0, free.stderr
+    assert int(free.stdout.strip()) - int(plain.stdout.strip()) <= 12 * 1024
+    limit = (int(plain.stdout.strip()) + 12 * 1024) * 1024
+    lim = lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    out = tmp_path / "out"
+    r = run([PY, "-c", code], traced=True, outdir=str(out), cwd=str(src), preexec_fn=lim)
+    assert r.returncode == 0, r.stderr[-2000:]
+    names = {i["name"] for i in export(traces(str(out))[0])["processes"][0]["imports"]}
+    assert {"aspkg", "aspkg.m0", "aspkg.m%d" % (n - 1)} <= names
+    assert sum(1 for x in names if x.startswith("aspkg.m")) == n
+
+
 @pytest.fixture
 def tiny_tmpfs(tmp_path):
     mnt = tmp_path / "mnt"
