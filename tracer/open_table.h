@@ -1,6 +1,7 @@
-// Growth of the tracer's small open-addressing tables (linear probing, power-of-two
-// capacity): the string interning table, the sys.modules shadow, the identity table and
-// the weakref -> address map all double the same way.
+// Growth of an open-addressing table with its entries in the slots (linear probing,
+// power-of-two capacity). Only the weakref -> address map is one now: its entries go away
+// (tombstones, dropped at growth), which dense_table.h's tables, used for everything else,
+// do not support; and it holds only the few objects that are not plain modules.
 #pragma once
 
 #include <stddef.h>

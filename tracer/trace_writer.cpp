@@ -56,7 +56,7 @@ uint64_t mono_ns() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-// ---- string interning: open addressing over an arena; ids are dense from 1. -------------
+// ---- string interning: a dense table over a chunked arena; ids are dense from 1. -------
 // A string's id is its position in the table + 1: ids are dense from 1.
 struct InternEntry { uint32_t hash, off, len; };  // hash: low half of hash_bytes
 // The table's hash of a string: its 32 bits twice (slot position and tag from one value).
@@ -292,7 +292,7 @@ void populate_ahead(uint64_t end) {
 // Appends `len` bytes of reserve at the end of the file, as an unwritten field of its own.
 // Its blocks are allocated now, so a full disk is an error here, never a SIGBUS later in
 // the mapping: by fallocate where the file system has it (the pages are then made only
-// when the mapping first touches them), else by writing zeros (which costs each page twice:
+// when the window is populated), else by writing zeros (which costs each page twice:
 // measured +0.9 ms on the 480 KiB trace of a 5,000-module start-up). On failure the file
 // goes back to its old size.
 bool reserve_chunk(uint64_t len) {
