@@ -188,24 +188,27 @@ def base_env():
 
 
 class Run:
-    __slots__ = ("wall", "cpu", "user", "sys", "rss_kib", "trace_bytes", "rc")
+    __slots__ = ("wall", "cpu", "user", "sys", "rss_kib", "minflt", "trace_bytes", "rc")
 
 
 TIME = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else None
 
 
 def spawn_measured(argv, env=None, cwd=None, stderr_devnull=False):
-    """Runs argv; returns (exit code, wall s, user s, sys s, peak RSS KiB, stderr text).
+    """Runs argv; returns (exit code, wall s, user s, sys s, peak RSS KiB, minor page faults,
+    stderr text).
 
     Peak RSS: on Linux a child's ru_maxrss starts from the high-water mark of the process it
     was forked (or vforked) from, so a child of this (large) Python process would report at
     least this process's RSS. The command is therefore started by /usr/bin/time (a small
-    process), whose own child's ru_maxrss (%M) is the command's. CPU comes from wait4 on
-    /usr/bin/time, which includes its child (time's own share is negligible)."""
+    process), whose own child's ru_maxrss (%M) is the command's, and so are its minor page
+    faults (%R: pages the kernel made, whether on a fault or made ahead by madvise). CPU
+    comes from wait4 on /usr/bin/time, which includes its child (time's own share is
+    negligible)."""
     errf = tempfile.TemporaryFile()
     rssf = tempfile.NamedTemporaryFile(prefix="imptrace-bench-rss-", delete=False)
     rssf.close()
-    full = ([TIME, "-f", "%M", "-o", rssf.name] + argv) if TIME else argv
+    full = ([TIME, "-f", "%M %R", "-o", rssf.name] + argv) if TIME else argv
     t0 = time.perf_counter()
     p = subprocess.Popen(full, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
                          stdout=subprocess.DEVNULL,
@@ -213,26 +216,26 @@ def spawn_measured(argv, env=None, cwd=None, stderr_devnull=False):
     _, status, ru = os.wait4(p.pid, 0)
     wall = time.perf_counter() - t0
     p.returncode = rc = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
-    rss = ru.ru_maxrss
+    rss, minflt = ru.ru_maxrss, ru.ru_minflt
     if TIME:
         with open(rssf.name) as f:
-            lines = [ln for ln in f.read().split() if ln.isdigit()]
-        if lines:
-            rss = int(lines[-1])
+            numbers = [w for w in f.read().split() if w.isdigit()]
+        if len(numbers) >= 2:
+            rss, minflt = int(numbers[-2]), int(numbers[-1])
     os.unlink(rssf.name)
     errf.seek(0)
     err = errf.read().decode(errors="replace")
     errf.close()
-    return rc, wall, ru.ru_utime, ru.ru_stime, rss, err
+    return rc, wall, ru.ru_utime, ru.ru_stime, rss, minflt, err
 
 
 def run_once(argv, env, cwd, stderr_devnull=False):
-    rc, wall, user, sys_, rss, err = spawn_measured(argv, env, cwd, stderr_devnull)
+    rc, wall, user, sys_, rss, minflt, err = spawn_measured(argv, env, cwd, stderr_devnull)
     if rc != 0:
         raise SystemExit(f"run failed (exit {rc}): {' '.join(argv)}\n{err[-3000:]}")
     r = Run()
     r.wall, r.user, r.sys, r.cpu = wall, user, sys_, user + sys_
-    r.rss_kib, r.rc, r.trace_bytes = rss, rc, 0
+    r.rss_kib, r.minflt, r.rc, r.trace_bytes = rss, minflt, rc, 0
     return r
 
 
@@ -350,7 +353,8 @@ def summarize(workload, results, imports):
         paired = med([r.wall / b.wall for r, b in zip(rs, base)])
         row = {
             "contender": c, "wall": w, "wall_ratio": w / bw, "wall_paired": paired,
-            "cpu": cpu, "cpu_ratio": cpu / bc,
+            "cpu": cpu, "cpu_ratio": cpu / bc, "cpu_paired": med([r.cpu / b.cpu for r, b in zip(rs, base)]),
+            "minflt_added": med([r.minflt for r in rs]) - med([b.minflt for b in base]),
             "us_wall": (w - bw) / imports * 1e6, "us_cpu": (cpu - bc) / imports * 1e6,
             "rss": rss / 1024, "rss_added": (rss - br) / 1024,
             "bytes_per_import": (med([r.trace_bytes for r in rs]) / imports) if c.startswith("imptrace") else None,
@@ -711,25 +715,27 @@ def report(args, cmdline, per_workload, cg, viewer_rows, viewer_bytes, viewer_n)
     L.append(f"- command: `{cmdline}`")
     L.append(f"- procedure: contenders alternate A B C D E each round; one warm-up round discarded; "
              f"medians over the measured rounds; ratio = median / untraced median; "
-             f"\"paired\" = median of per-round ratios")
+             f"\"paired\" = median of per-round ratios; \"+minor faults\" = pages the kernel made "
+             f"for the process (ru_minflt: on a fault or made ahead by madvise), median, minus untraced")
     L.append("")
     for w, (rows, imports, nproc, rounds, comp) in per_workload.items():
         L.append(f"## {WORKLOAD_TITLES[w]} — {rounds} rounds, {imports:,} imports traced"
                  + (f" in {nproc} processes" if nproc and nproc > 1 else ""))
         L.append("")
-        L.append("| contender | wall s | wall ratio | paired | CPU s | CPU ratio | +µs/import (wall) "
-                 "| +µs/import (CPU) | peak RSS MiB | +RSS MiB | trace B/import |")
-        L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        L.append("| contender | wall s | wall ratio | wall paired | CPU s | CPU ratio | CPU paired "
+                 "| +µs/import (wall) | +µs/import (CPU) | peak RSS MiB | +RSS MiB | +minor faults "
+                 "| trace B/import |")
+        L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in rows:
             bpi = f"{r['bytes_per_import']:.0f}" if r["bytes_per_import"] is not None else ""
             if r["contender"] == "untraced":
-                L.append(f"| untraced | {r['wall']:.3f} | 1.000 | 1.000 | {r['cpu']:.3f} | 1.000 | | "
-                         f"| {r['rss']:.1f} | | |")
+                L.append(f"| untraced | {r['wall']:.3f} | 1.000 | 1.000 | {r['cpu']:.3f} | 1.000 | 1.000 "
+                         f"| | | {r['rss']:.1f} | | | |")
             else:
                 L.append(f"| {r['contender']} | {r['wall']:.3f} | {r['wall_ratio']:.3f} | "
                          f"{r['wall_paired']:.3f} | {r['cpu']:.3f} | {r['cpu_ratio']:.3f} | "
-                         f"{r['us_wall']:+.2f} | {r['us_cpu']:+.2f} | {r['rss']:.1f} | "
-                         f"{r['rss_added']:+.1f} | {bpi} |")
+                         f"{r['cpu_paired']:.3f} | {r['us_wall']:+.2f} | {r['us_cpu']:+.2f} | "
+                         f"{r['rss']:.1f} | {r['rss_added']:+.1f} | {r['minflt_added']:+.0f} | {bpi} |")
         L.append("")
         if comp:
             total = sum(b for _, b in comp.values())
