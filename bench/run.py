@@ -630,7 +630,7 @@ def bench_viewer(viewer, scratch, n, rounds, log):
     for label, argv in cmds:
         walls, cpus, rss = [], [], []
         for _ in range(rounds):
-            rc, wall, user, sys_, kib, err = spawn_measured(argv)
+            rc, wall, user, sys_, kib, _faults, err = spawn_measured(argv)
             walls.append(wall)
             cpus.append(user + sys_)
             rss.append(kib / 1024)
