@@ -14,6 +14,7 @@ import datetime
 import json
 import os
 import platform
+import random
 import re
 import shutil
 import statistics
@@ -239,7 +240,12 @@ def run_once(argv, env, cwd, stderr_devnull=False):
     return r
 
 
-CONTENDERS = ["untraced", "imptrace", "imptrace+native", "importtime", "pywrapper"]
+# Round order. "inert" is a control: imptrace's command with IMPTRACE_DISABLE=1, so the
+# library is loaded and does nothing; its ratio to untraced is what "no added cost"
+# measures as on this machine in this run (noise plus the cost of the preload itself).
+CONTENDERS = ["untraced", "inert", "imptrace", "imptrace+native", "importtime", "pywrapper"]
+# The contenders that write a trace (trace bytes, composition, import count).
+TRACING = ("imptrace", "imptrace+native")
 
 
 def command(workload, contender, src, suite, lib, tracedir):
@@ -251,12 +257,14 @@ def command(workload, contender, src, suite, lib, tracedir):
         target, cwd = [os.path.join(src, f"{workload}_main.py")], src
     if contender == "untraced":
         argv = [PY] + target
-    elif contender in ("imptrace", "imptrace+native"):
+    elif contender in ("imptrace", "imptrace+native", "inert"):
         argv = [PY] + target
         env["LD_PRELOAD"] = lib
         env["IMPTRACE_OUTPUT"] = tracedir + "/"
         if contender == "imptrace+native":
             env["IMPTRACE_NATIVE_STACKS"] = "1"
+        elif contender == "inert":
+            env["IMPTRACE_DISABLE"] = "1"
     elif contender == "importtime":
         argv = [PY, "-X", "importtime"] + target
     elif contender == "pywrapper":
@@ -292,7 +300,7 @@ def trace_composition(tracedir):
     """Bytes and record counts per record kind over the trace files in tracedir (framing
     bytes included, counted with the record they frame)."""
     out = {}
-    for name in os.listdir(tracedir):
+    for name in os.listdir(tracedir) if os.path.isdir(tracedir) else []:
         if ".pb" not in name:
             continue
         with open(os.path.join(tracedir, name), "rb") as f:
@@ -326,12 +334,17 @@ def bench_workload(workload, rounds, src, suite, lib, viewer, scratch, log):
             tracedir = os.path.join(scratch, f"trace-{workload}-{rnd}-{c}")
             argv, env, cwd = command(workload, c, src, suite, lib, tracedir)
             r = run_once(argv, env, cwd, stderr_devnull=(c == "importtime"))
-            if c.startswith("imptrace"):
-                r.trace_bytes = dir_bytes(tracedir)
-                if imports is None and c == "imptrace":
-                    imports, nproc_traced = count_imports(viewer, tracedir)
-                    composition = trace_composition(tracedir)
-                shutil.rmtree(tracedir, ignore_errors=True)
+            # dir_bytes is 0 for a directory never made (inert writes nothing; a non-zero
+            # figure there means IMPTRACE_DISABLE was not honoured, and the report says so).
+            r.trace_bytes = dir_bytes(tracedir)
+            if c == "imptrace" and imports is None:
+                if not r.trace_bytes:
+                    raise SystemExit(f"bench: imptrace wrote no trace for {workload} in {tracedir}")
+                imports, nproc_traced = count_imports(viewer, tracedir)
+                composition = trace_composition(tracedir)
+            if c == "inert" and r.trace_bytes:
+                log(f"  WARNING: inert run wrote {r.trace_bytes:,} bytes of trace")
+            shutil.rmtree(tracedir, ignore_errors=True)
             if rnd > 0:
                 results[c].append(r)
             log(f"  {workload:7s} round {rnd}{' (warm-up)' if rnd == 0 else '':10s} {c:10s} "
@@ -343,25 +356,81 @@ def med(xs):
     return statistics.median(xs)
 
 
+BOOT_RESAMPLES = 2000
+
+
+def paired_stats(pairs, imports):
+    """Per-round paired figures over (contender run, untraced run) pairs of the same round:
+    median ratio and median difference per import (µs), by CPU and by wall time."""
+    return {
+        "cpu_paired": med([r.cpu / b.cpu for r, b in pairs]),
+        "us_cpu_paired": med([r.cpu - b.cpu for r, b in pairs]) / imports * 1e6,
+        "wall_paired": med([r.wall / b.wall for r, b in pairs]),
+        "us_wall_paired": med([r.wall - b.wall for r, b in pairs]) / imports * 1e6,
+    }
+
+
+def bootstrap_ci(pairs, imports, seed, resamples=BOOT_RESAMPLES):
+    """95 % percentile bootstrap intervals of paired_stats: the rounds (each a pair of
+    contender and untraced runs) are resampled with replacement. Seeded (a str seed hashes
+    the same in every process), so the same measurements give the same intervals."""
+    rng = random.Random(seed)
+    n = len(pairs)
+    draws = {}
+    for _ in range(resamples):
+        sample = [pairs[rng.randrange(n)] for _ in range(n)]
+        for k, v in paired_stats(sample, imports).items():
+            draws.setdefault(k, []).append(v)
+    out = {}
+    for k, vs in draws.items():
+        q = statistics.quantiles(vs, n=40, method="inclusive")  # cut points every 2.5 %
+        out[k] = (q[0], q[-1])
+    return out
+
+
 def summarize(workload, results, imports):
     base = results["untraced"]
     bw, bc, br = med([r.wall for r in base]), med([r.cpu for r in base]), med([r.rss_kib for r in base])
     rows = []
     for c in CONTENDERS:
         rs = results[c]
+        pairs = list(zip(rs, base))
         w, cpu, rss = med([r.wall for r in rs]), med([r.cpu for r in rs]), med([r.rss_kib for r in rs])
-        paired = med([r.wall / b.wall for r, b in zip(rs, base)])
         row = {
-            "contender": c, "wall": w, "wall_ratio": w / bw, "wall_paired": paired,
-            "cpu": cpu, "cpu_ratio": cpu / bc, "cpu_paired": med([r.cpu / b.cpu for r, b in zip(rs, base)]),
+            "contender": c, "wall": w, "wall_ratio": w / bw,
+            "cpu": cpu, "cpu_ratio": cpu / bc,
             "minflt_added": med([r.minflt for r in rs]) - med([b.minflt for b in base]),
             "us_wall": (w - bw) / imports * 1e6, "us_cpu": (cpu - bc) / imports * 1e6,
             "rss": rss / 1024, "rss_added": (rss - br) / 1024,
-            "bytes_per_import": (med([r.trace_bytes for r in rs]) / imports) if c.startswith("imptrace") else None,
-            "trace_bytes": med([r.trace_bytes for r in rs]) if c.startswith("imptrace") else None,
+            "bytes_per_import": (med([r.trace_bytes for r in rs]) / imports) if c in TRACING else None,
+            "trace_bytes": med([r.trace_bytes for r in rs]) if c in TRACING else None,
+            "stray_trace_bytes": max(r.trace_bytes for r in rs) if c not in TRACING else 0,
         }
+        row.update(paired_stats(pairs, imports))
+        row["ci"] = (bootstrap_ci(pairs, imports, f"imptrace-bench/{workload}/{c}")
+                     if c != "untraced" else {})
         rows.append(row)
     return rows
+
+
+def fmt_ci(value, ci, point="{:.3f}", bound="{:.3f}"):
+    """'1.031 [1.012, 1.049]'; the value alone when there is no interval."""
+    if not ci:
+        return point.format(value)
+    lo, hi = ci
+    return f"{point.format(value)} [{bound.format(lo)}, {bound.format(hi)}]"
+
+
+def verdict(ci, target, shown):
+    """A target 'value <= target' judged on the 95 % interval, not the point estimate."""
+    lo, hi = ci
+    if hi <= target:
+        v = "met"
+    elif lo > target:
+        v = "**NOT met**"
+    else:
+        v = "not resolved"
+    return f"{v} ({shown})"
 
 
 # ----------------------------------------------------------------------------------------
@@ -713,30 +782,48 @@ def report(args, cmdline, per_workload, cg, viewer_rows, viewer_bytes, viewer_n)
         L.append("- **WARNING: libimptrace.so or imptrace changed during the run; figures mix "
                  "builds. Benchmark a private build (`--build`).**")
     L.append(f"- command: `{cmdline}`")
-    L.append(f"- procedure: contenders alternate A B C D E each round; one warm-up round discarded; "
+    L.append(f"- procedure: contenders alternate in the order {', '.join(CONTENDERS)} each round; "
+             f"one warm-up round discarded; "
              f"medians over the measured rounds; ratio = median / untraced median; "
              f"\"paired\" = median of per-round ratios; \"+minor faults\" = pages the kernel made "
              f"for the process (ru_minflt: on a fault or made ahead by madvise), median, minus untraced")
+    L.append("- control: \"inert\" is imptrace's command (same `LD_PRELOAD`, `IMPTRACE_OUTPUT`) with "
+             "`IMPTRACE_DISABLE=1`: the library loads and does nothing, writes no trace. Its "
+             "ratio to untraced is what \"no added cost\" measures as on this machine in this run "
+             "(noise, position in the round, and the cost of the preload itself)")
+    L.append(f"- intervals: `x [lo, hi]` is a 95 % percentile bootstrap interval ({BOOT_RESAMPLES} "
+             f"resamples of the rounds, each round's (contender, untraced) pair kept together, "
+             f"fixed seed per workload and contender, so the same measurements give the same "
+             f"interval); \"+µs/import (CPU, paired)\" = median of per-round CPU differences / "
+             f"imports. With few rounds the interval is coarse (it moves between observed rounds)")
     L.append("")
     for w, (rows, imports, nproc, rounds, comp) in per_workload.items():
         L.append(f"## {WORKLOAD_TITLES[w]} — {rounds} rounds, {imports:,} imports traced"
                  + (f" in {nproc} processes" if nproc and nproc > 1 else ""))
         L.append("")
-        L.append("| contender | wall s | wall ratio | wall paired | CPU s | CPU ratio | CPU paired "
-                 "| +µs/import (wall) | +µs/import (CPU) | peak RSS MiB | +RSS MiB | +minor faults "
+        L.append("| contender | wall s | wall ratio | wall paired | CPU s | CPU ratio "
+                 "| CPU paired [95 % CI] | +µs/import (wall) | +µs/import (CPU) "
+                 "| +µs/import (CPU, paired) [95 % CI] | peak RSS MiB | +RSS MiB | +minor faults "
                  "| trace B/import |")
-        L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in rows:
             bpi = f"{r['bytes_per_import']:.0f}" if r["bytes_per_import"] is not None else ""
             if r["contender"] == "untraced":
                 L.append(f"| untraced | {r['wall']:.3f} | 1.000 | 1.000 | {r['cpu']:.3f} | 1.000 | 1.000 "
-                         f"| | | {r['rss']:.1f} | | | |")
+                         f"| | | | {r['rss']:.1f} | | | |")
             else:
+                cpu_paired = fmt_ci(r["cpu_paired"], r["ci"].get("cpu_paired"))
+                us_paired = fmt_ci(r["us_cpu_paired"], r["ci"].get("us_cpu_paired"), "{:+.2f}", "{:+.1f}")
                 L.append(f"| {r['contender']} | {r['wall']:.3f} | {r['wall_ratio']:.3f} | "
                          f"{r['wall_paired']:.3f} | {r['cpu']:.3f} | {r['cpu_ratio']:.3f} | "
-                         f"{r['cpu_paired']:.3f} | {r['us_wall']:+.2f} | {r['us_cpu']:+.2f} | "
+                         f"{cpu_paired} | {r['us_wall']:+.2f} | {r['us_cpu']:+.2f} | {us_paired} | "
                          f"{r['rss']:.1f} | {r['rss_added']:+.1f} | {r['minflt_added']:+.0f} | {bpi} |")
         L.append("")
+        for r in rows:
+            if r["stray_trace_bytes"]:
+                L.append(f"**Note: {r['contender']} wrote {r['stray_trace_bytes']:,} bytes of trace "
+                         f"in a round; it should write none.**")
+                L.append("")
         if comp:
             total = sum(b for _, b in comp.values())
             parts = ", ".join(f"{k} {n:,} x {b / n:.0f} B = {b / imports:.0f} B/import"
@@ -818,16 +905,24 @@ def report(args, cmdline, per_workload, cg, viewer_rows, viewer_bytes, viewer_n)
                 ok += " (informational)"
             L.append(f"| `{label}` | {w:.3f} | {cpu:.3f} | {rss:.1f} | {ok} |")
         L.append("")
-    if per_workload:
+    if per_workload and any(w in per_workload for w in ("tree", "torch")):
         L.append("## Targets (issue 6), imptrace default settings")
         L.append("")
+        L.append("Timing targets are judged on the 95 % bootstrap interval of the paired figure "
+                 "(median of per-round figures): met when its upper bound is within the target, "
+                 "NOT met when its lower bound is above it, not resolved when it straddles it. "
+                 "The ratio of medians is shown beside it, as before. Instructions, bytes and RSS "
+                 "are single figures (the first two barely move from run to run).")
+        L.append("")
         L.append("| workload | wall ratio ≤ 1.02 | CPU ratio ≤ 1.02 | instructions ≤ 1.02 "
-                 "| ≤ 1.5 µs/import (wall) | ≤ 120 B/import | ≤ 4 MiB RSS added |")
-        L.append("|---|---|---|---|---|---|---|")
+                 "| ≤ 1.5 µs/import (wall) | ≤ 1.5 µs/import (CPU) | ≤ 120 B/import | ≤ 4 MiB RSS added |")
+        L.append("|---|---|---|---|---|---|---|---|")
         for w in ("tree", "torch"):
             if w not in per_workload:
                 continue
             r = [x for x in per_workload[w][0] if x["contender"] == "imptrace"][0]
+            ci = r["ci"]
+
             def yn(ok, shown):
                 return f"{'yes' if ok else 'NO'} ({shown})"
             if cg.get(w):
@@ -836,13 +931,32 @@ def report(args, cmdline, per_workload, cg, viewer_rows, viewer_bytes, viewer_n)
                 ir_cell = yn(ir <= 1.02, f"{ir:.3f}")
             else:
                 ir_cell = "not measured"
-            cells = [yn(r["wall_ratio"] <= 1.02, f"{r['wall_ratio']:.3f}"),
-                     yn(r["cpu_ratio"] <= 1.02, f"{r['cpu_ratio']:.3f}"),
+            cells = [verdict(ci["wall_paired"], 1.02,
+                             f"paired {fmt_ci(r['wall_paired'], ci['wall_paired'])}; "
+                             f"ratio {r['wall_ratio']:.3f}"),
+                     verdict(ci["cpu_paired"], 1.02,
+                             f"paired {fmt_ci(r['cpu_paired'], ci['cpu_paired'])}; "
+                             f"ratio {r['cpu_ratio']:.3f}"),
                      ir_cell,
-                     yn(r["us_wall"] <= 1.5, f"{r['us_wall']:.2f}"),
+                     verdict(ci["us_wall_paired"], 1.5,
+                             f"paired {fmt_ci(r['us_wall_paired'], ci['us_wall_paired'], '{:+.2f}', '{:+.1f}')}; "
+                             f"of medians {r['us_wall']:+.2f}"),
+                     verdict(ci["us_cpu_paired"], 1.5,
+                             f"paired {fmt_ci(r['us_cpu_paired'], ci['us_cpu_paired'], '{:+.2f}', '{:+.1f}')}; "
+                             f"of medians {r['us_cpu']:+.2f}"),
                      yn(r["bytes_per_import"] <= 120, f"{r['bytes_per_import']:.0f}"),
                      yn(r["rss_added"] <= 4, f"{r['rss_added']:+.1f}")]
             L.append(f"| {w} | " + " | ".join(cells) + " |")
+        L.append("")
+        for w in ("tree", "torch"):
+            if w not in per_workload:
+                continue
+            r = {x["contender"]: x for x in per_workload[w][0]}
+            im, inert = r["imptrace"], r["inert"]
+            L.append(f"- {w}: CPU ratio ≤ 1.02 "
+                     f"{verdict(im['ci']['cpu_paired'], 1.02, 'imptrace paired ' + fmt_ci(im['cpu_paired'], im['ci']['cpu_paired']))}; "
+                     f"the inert control (library loaded, disabled) measured "
+                     f"{fmt_ci(inert['cpu_paired'], inert['ci']['cpu_paired'])} in the same rounds.")
         L.append("")
     return "\n".join(L)
 
