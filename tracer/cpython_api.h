@@ -172,6 +172,12 @@ inline PyObject* type_of(PyObject* o) {
   return *reinterpret_cast<PyObject* const*>(reinterpret_cast<const char*>(o) + py.ob_type_offset);
 }
 
+// 3.8-3.10 keep an instance's attributes in a real dict, which PyObject_GenericGetDict
+// hands back as it is: reading that is cheaper than an attribute lookup (a type lookup,
+// often a method-cache miss, then the same dict). 3.11+ keep them inline and would build
+// a dict when asked for it, so there attributes are looked up.
+inline bool instance_attributes_in_dict() { return py.minor < 11; }
+
 // A borrowed dict value or null, for the tracer's own str keys. PyDict_GetItem saves and
 // restores the pending exception around every lookup (on 3.12 a thread-local access and
 // several calls each time); with an exact str key no user code runs and nothing can

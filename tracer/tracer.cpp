@@ -54,8 +54,14 @@ uint64_t g_next_index = 0;
 struct InFlight {
   uint64_t index;
   PyObject* name;     // borrowed: the caller's frame keeps the argument alive
+  uint64_t name_hash;  // inflight_hash(name)
   uint32_t generation;
   bool noted;         // its sys.modules insertion is already in the shadow
+  // 3.8-3.11: what the import system put into sys.modules under the name (a reference,
+  // dropped at the import's end). The shadow learns it at the next boundary, not at the
+  // store; held so that, if it is replaced before then, the replaced object can still be
+  // described (and its address not reused meanwhile).
+  PyObject* inserted;
 };
 constexpr int kMaxDepth = 512;
 struct ThreadState {
@@ -786,12 +792,14 @@ void shadow_adopt(PyObject* key, PyObject* value, bool describe_value) {
   e->stamp = g_shadow.stamp;
 }
 
-bool name_in_flight(const char* k, size_t n);
+bool name_in_flight(const char* k, size_t n, PyObject** inserted);
 
 // Records and adopts the difference between the shadow and sys.modules for one key.
 // Returns the key's entry (null if the table could not take it); entries never move.
+// `inserted`: for a key an import of this thread is loading, what the import system put
+// under it (InFlight::inserted).
 ShadowEntry* shadow_check_key(const char* k, size_t n, PyObject* value, bool initial, bool by_import,
-                              const ObjInfo* known = nullptr, uint64_t hash = 0) {
+                              const ObjInfo* known = nullptr, uint64_t hash = 0, PyObject* inserted = nullptr) {
   ShadowEntry* e = g_shadow.find(k, n, true, hash);
   if (!e) return nullptr;
   e->stamp = g_shadow.stamp;
@@ -805,12 +813,17 @@ ShadowEntry* shadow_check_key(const char* k, size_t n, PyObject* value, bool ini
   // system's own insertion: its Import record tells it, as on 3.12+, where the watcher
   // never reports it. Recording it made a trace of 8 threads importing side by side
   // carry a change record for most of their imports.
-  bool own_insertion = !e->live && (by_import || (!initial && name_in_flight(k, n)));
-  if (!initial && !own_insertion) {
+  bool own_insertion = !e->live && (by_import || (!initial && name_in_flight(k, n, &inserted)));
+  // The import system's insertion is not taken into the shadow where it happens (see
+  // dict_ass_subscript_hook); when something else is there by now, that is a change from it.
+  bool replaced_own = own_insertion && inserted && inserted != value;
+  if (!initial && (!own_insertion || replaced_own)) {
     Loc stack[kStackDepth];
     int ns = capture_stack(stack, kStackDepth, false);
-    emit_modules_change(TW::intern(k, n), ModulesChange::SET, e->live ? &e->info : nullptr, &ni,
-                        ModulesChange::AT_BOUNDARY, false, stack, ns);
+    ObjInfo oi;
+    if (replaced_own) oi = describe(inserted);
+    emit_modules_change(TW::intern(k, n), ModulesChange::SET, e->live ? &e->info : replaced_own ? &oi : nullptr,
+                        &ni, ModulesChange::AT_BOUNDARY, false, stack, ns);
   }
   if (!e->live) ++g_shadow.live;
   e->live = true;
@@ -896,8 +909,8 @@ void shadow_full_sync(bool initial) {
 // size disagrees with the shadow or at a top-level import.
 // Returns the key's entry when `v` is there (as shadow_check_key), else null.
 ShadowEntry* shadow_check_one(const char* k, size_t n, PyObject* v, bool by_import, const ObjInfo* known,
-                              uint64_t hash = 0) {
-  if (v) return shadow_check_key(k, n, v, false, by_import, known, hash);
+                              uint64_t hash = 0, PyObject* inserted = nullptr) {
+  if (v) return shadow_check_key(k, n, v, false, by_import, known, hash, inserted);
   ShadowEntry* e = g_shadow.find(k, n, false, hash);
   if (e && e->live) {
     e->live = false;
@@ -922,12 +935,12 @@ struct ParentLookup {
 // `value`: sys.modules[name_obj] when the caller has just looked it up; `name_hash`: the
 // hash of its text, when known.
 void shadow_check_path(PyObject* name_obj, bool by_import, const ObjInfo* known, const ParentLookup* parent,
-                       PyObject* const* value, uint64_t name_hash) {
+                       PyObject* const* value, uint64_t name_hash, PyObject* inserted) {
   Py_ssize_t n = 0;
   const char* s = str_utf8(name_obj, &n);
   if (!s) return;
   shadow_check_one(s, static_cast<size_t>(n), value ? *value : dict_lookup(g_sysmodules, name_obj), by_import, known,
-                   name_hash);
+                   name_hash, inserted);
   if (!parent || !parent->text) return;
   // The sibling before us found the parent where the shadow has it: nothing to look up.
   ShadowEntry* e = g_shadow.last_parent;
@@ -942,6 +955,7 @@ void shadow_check_path(PyObject* name_obj, bool by_import, const ObjInfo* known,
 // system's, not news). A small counting table keyed by text hash.
 constexpr size_t kInFlightSlots = 1024;
 uint64_t g_inflight_hash[kInFlightSlots];
+PyObject* g_inflight_inserted[kInFlightSlots];  // InFlight::inserted of the name's import (borrowed)
 uint32_t g_inflight_count[kInFlightSlots];
 // `h`: the name's text hash (inflight_hash), 0 for a name that is not text.
 uint64_t inflight_hash(PyObject* name) {
@@ -957,18 +971,31 @@ void inflight_add(uint64_t h, int delta) {
       if (g_inflight_count[j] == 0) g_inflight_hash[j] = h;
       if (delta < 0 && g_inflight_hash[j] != h) continue;
       g_inflight_count[j] = static_cast<uint32_t>(static_cast<int>(g_inflight_count[j]) + delta);
+      if (!g_inflight_count[j]) g_inflight_inserted[j] = nullptr;
       return;
     }
   }
 }
-bool name_in_flight(const char* k, size_t n) {
-  uint64_t h = ModulesShadow::hash(k, n);
-  size_t j = h & (kInFlightSlots - 1);
-  for (size_t probe = 0; probe < kInFlightSlots; ++probe, j = (j + 1) & (kInFlightSlots - 1)) {
-    if (g_inflight_hash[j] == h && g_inflight_count[j]) return true;
-    if (!g_inflight_hash[j]) return false;
+// The slot of a name in flight, or null.
+size_t* inflight_slot(uint64_t h, size_t* j) {
+  *j = h & (kInFlightSlots - 1);
+  for (size_t probe = 0; probe < kInFlightSlots; ++probe, *j = (*j + 1) & (kInFlightSlots - 1)) {
+    if (g_inflight_hash[*j] == h && g_inflight_count[*j]) return j;
+    if (!g_inflight_hash[*j]) return nullptr;
   }
-  return false;
+  return nullptr;
+}
+// `inserted` receives what the import system put under the name, when that is known.
+bool name_in_flight(const char* k, size_t n, PyObject** inserted) {
+  size_t j;
+  if (!inflight_slot(ModulesShadow::hash(k, n), &j)) return false;
+  if (g_inflight_inserted[j]) *inserted = g_inflight_inserted[j];
+  return true;
+}
+// What the import system put under a name in flight (InFlight::inserted; null: forget it).
+void inflight_note_inserted(uint64_t h, PyObject* value) {
+  size_t j;
+  if (h && inflight_slot(h, &j)) g_inflight_inserted[j] = value;
 }
 
 // One import boundary (3.8-3.11): the caller holds the writer lock.
@@ -979,7 +1006,7 @@ uint64_t g_boundary_version = 0;
 
 void shadow_boundary(ThreadState& t, PyObject* name, bool import_end, bool top_level,
                      const ObjInfo* known = nullptr, const ParentLookup* parent = nullptr,
-                     PyObject* const* value = nullptr, uint64_t name_hash = 0) {
+                     PyObject* const* value = nullptr, uint64_t name_hash = 0, PyObject* inserted = nullptr) {
   if (!g_shadow_ready || g_shadow_generation != TW::generation()) {
     // First boundary, or first in a fork child (whose file must define its strings anew).
     for (uint32_t i = 0; i < g_shadow.entries.size(); ++i) g_shadow.entries.at(i).live = false;
@@ -999,11 +1026,11 @@ void shadow_boundary(ThreadState& t, PyObject* name, bool import_end, bool top_l
     const char* s = str_utf8(f.name, &n);
     PyObject* v = s ? dict_lookup(g_sysmodules, f.name) : nullptr;
     if (v) {
-      shadow_check_key(s, static_cast<size_t>(n), v, false, true);
+      shadow_check_key(s, static_cast<size_t>(n), v, false, true, nullptr, f.name_hash, f.inserted);
       f.noted = true;
     }
   }
-  if (name) shadow_check_path(name, import_end, known, parent, value, name_hash);
+  if (name) shadow_check_path(name, import_end, known, parent, value, name_hash, inserted);
   if (top_level || py.PyDict_Size(g_sysmodules) != static_cast<Py_ssize_t>(g_shadow.live))
     shadow_full_sync(false);
   g_boundary_version = dict_version(g_sysmodules);
@@ -1018,6 +1045,21 @@ int dict_ass_subscript_hook(PyObject* mp, PyObject* key, PyObject* value) {
   ThreadState& t = ts();
   if (t.busy || !TW::usable()) return g_orig_ass_subscript(mp, key, value);
   PyObject* old = py.PyDict_GetItem(mp, key);
+  InFlight* in = t.depth > 0 && t.depth <= kMaxDepth ? &t.stack[t.depth - 1] : nullptr;
+  if (value && !old && in && (!in->inserted || in->inserted == value) && in->generation == TW::generation() &&
+      same_text(key, in->name)) {
+    // The import system inserting the module it loads, or putting it back after popping
+    // it (to move it to the end): nothing to record (its Import record tells it, as on
+    // 3.12+), and the shadow takes it from sys.modules at the next boundary. Here it is
+    // only noted, with a reference.
+    int rc = g_orig_ass_subscript(mp, key, value);
+    if (rc == 0 && !in->inserted) {
+      py.Py_IncRef(value);
+      in->inserted = value;
+      inflight_note_inserted(in->name_hash, value);
+    }
+    return rc;
+  }
   if (old) py.Py_IncRef(old);  // described after the store, so kept alive until then
   int rc = g_orig_ass_subscript(mp, key, value);
   if (rc == 0 && old != value) {
@@ -1527,9 +1569,9 @@ PyMethodDef g_handle_fromlist_def = {
 PyObject* g_modulespec_type = nullptr;  // importlib's ModuleSpec (main interpreter)
 
 // An attribute of a module spec, read without running user code: importlib's own
-// ModuleSpec keeps these as plain instance attributes, so a normal lookup is safe (and
-// unlike asking for its __dict__, does not make 3.11+ materialise one); any other spec
-// class is read through its instance dict.
+// ModuleSpec keeps these as plain instance attributes, so on 3.11+ a normal lookup is safe
+// (and unlike asking for its __dict__, does not make it materialise one); any other spec
+// class, and every spec on 3.8-3.10, is read through its instance dict.
 PyObject* spec_attr(PyObject* spec, bool plain_spec, PyObject* spec_dict, Name& name) {
   if (plain_spec) {
     PyObject* v = getattr_n(spec, name);
@@ -1547,7 +1589,8 @@ uint32_t record_spec(wire::ByteBuf& b, PyObject* d, uint32_t name_id, uint32_t f
   PyObject* spec = dict_get_n(d, NAME("__spec__"));
   uint32_t origin = 0;
   if (spec && spec != py.None) {
-    bool plain = g_modulespec_type && type_of(spec) == g_modulespec_type && in_main_interpreter();
+    bool plain = g_modulespec_type && type_of(spec) == g_modulespec_type && in_main_interpreter() &&
+                 !instance_attributes_in_dict();
     Ref sd(plain ? nullptr : py.PyObject_GenericGetDict(spec, nullptr));
     if (!plain && !sd) py.PyErr_Clear();
     if (plain || sd) {
@@ -1734,7 +1777,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
   void* native[kNativeDepth];
   int nnative = g_native_stacks ? backtrace(native, kNativeDepth) : 0;
   uint64_t begin = TW::now_ns();
-  t.stack[t.depth++] = InFlight{index, name, TW::generation(), false};
+  t.stack[t.depth++] = InFlight{index, name, name_hash, TW::generation(), false, nullptr};
 
   PyObject* res = call_original(orig, args, nargs);
 
@@ -1743,8 +1786,12 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
   InFlight self = t.stack[t.depth];
   // Begun before a fork, ended in the child: the parent's file has it, not ours.
   if (self.generation != TW::generation() || !TW::usable()) {
-    WriterLock lock;
-    inflight_add(name_hash, -1);
+    {
+      WriterLock lock;
+      if (self.inserted) inflight_note_inserted(name_hash, nullptr);
+      inflight_add(name_hash, -1);
+    }
+    if (self.inserted) py.Py_DecRef(self.inserted);
     return res;
   }
 
@@ -1807,7 +1854,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
       if (res) record_binding(name, index, in_modules, under, parent_text, sizeof parent_text, &parent);
       if (shadowing)
         shadow_boundary(t, name, true, t.depth == 0, res ? &obj : nullptr, &parent, res ? &in_modules : nullptr,
-                        name_hash);
+                        name_hash, self.inserted);
       if (res && g_proxies) {
         maybe_instrument(under, obj);
         instrument_module_getattr(under);
@@ -1818,8 +1865,11 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
       // allow-listed environment there, not at every import.
       if (t.depth == 0) TW::record_env_changes();
     }
+    if (self.inserted) inflight_note_inserted(name_hash, nullptr);
     TW::flush();
   }
+  // Outside the lock, with no error pending: this may be the last reference.
+  if (self.inserted) py.Py_DecRef(self.inserted);
   if (!res) py.PyErr_Restore(et, ev, tb);
   --t.busy;
   return res;

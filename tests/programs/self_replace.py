@@ -19,6 +19,9 @@ def main():
     # A second import finds the replacement in sys.modules: nothing re-runs.
     import selfrep_mod as again
     print("second import is the same object: %s" % (again is entry))
+    # Replaced through dict.update while its import is in progress.
+    import selfupd_mod
+    print("dict.update replacement: %s, value %s" % (type(sys.modules["selfupd_mod"]).__name__, selfupd_mod.value))
     return 0
 
 

@@ -1,0 +1,1 @@
+child_value = 1
