@@ -98,6 +98,7 @@ struct PrefixMemo { uint32_t off, len, id; };
 PrefixMemo g_prefix_memo[2];
 
 void reset_interning() {
+  ++TraceWriter::strings_epoch_;
   // In a fork child the table is cleared, not freed and rebuilt from nothing: the new file
   // must define every string again, and ids stay dense.
   g_strings_table.clear();
@@ -580,6 +581,7 @@ void TraceWriter::unlock() { pthread_mutex_unlock(&g_mutex); }
 bool TraceWriter::usable() { return !g_broken; }
 void TraceWriter::finish() { trim_reserve(); }
 uint32_t TraceWriter::generation_ = 0;  // 0 in the original process, +1 per fork
+uint32_t TraceWriter::strings_epoch_ = 0;
 void TraceWriter::after_fork_in_child() { atfork_child(); }
 wire::ByteBuf& TraceWriter::buf() { return g_pending; }
 

@@ -56,6 +56,11 @@ struct TraceWriter {
   // Bumps in each fork child. Inline: the tracer asks at almost every step.
   static uint32_t generation() { return generation_; }
   static uint32_t generation_;
+  // Bumps whenever string ids start again: in a fork child (its new file), and when the
+  // strings of a batch that ran out of memory are dropped. Whatever keeps string ids
+  // (caches, the sys.modules shadow) compares it, not generation().
+  static uint32_t strings_epoch() { return strings_epoch_; }
+  static uint32_t strings_epoch_;
 };
 
 // RAII for TraceWriter::lock/unlock.

@@ -54,7 +54,7 @@ uint64_t g_next_index = 0;
 struct InFlight {
   uint64_t index;
   PyObject* name;     // borrowed: the caller's frame keeps the argument alive
-  uint64_t name_hash;  // inflight_hash(name)
+  uint32_t name_id;    // its string id when it began (the in-flight table's key)
   uint32_t generation;
   bool noted;         // its sys.modules insertion is already in the shadow
   // 3.8-3.11: what the import system put into sys.modules under the name (a reference,
@@ -132,7 +132,7 @@ uint32_t intern_obj(PyObject* s) {
   StrCacheSlot* slot = nullptr;
   if (cacheable) {
     slot = &g_str_cache[(reinterpret_cast<uintptr_t>(s) >> 4) & (kStrCache - 1)];
-    if (slot->str == s && slot->generation == TW::generation() && slot->id) return slot->id;
+    if (slot->str == s && slot->generation == TW::strings_epoch() && slot->id) return slot->id;
   }
   Py_ssize_t n = 0;
   const char* p = str_utf8(s, &n);
@@ -140,7 +140,7 @@ uint32_t intern_obj(PyObject* s) {
   if (slot && id) {
     py.Py_IncRef(s);
     PyObject* old = slot->str;
-    *slot = StrCacheSlot{s, id, TW::generation()};
+    *slot = StrCacheSlot{s, id, TW::strings_epoch()};
     if (old) py.Py_DecRef(old);
   }
   return id;
@@ -203,7 +203,7 @@ const char* g_current_test_entry = nullptr;
 uint32_t current_test() {
   const char* t = g_current_test_env.get();
   if (!t) return 0;
-  if (g_current_test_entry == g_current_test_env.entry && g_current_test_generation == TW::generation() &&
+  if (g_current_test_entry == g_current_test_env.entry && g_current_test_generation == TW::strings_epoch() &&
       g_current_test_id)
     return g_current_test_id;
   size_t n = strlen(t);
@@ -213,7 +213,7 @@ uint32_t current_test() {
   }
   g_current_test_id = TW::intern(t, n);
   g_current_test_entry = g_current_test_env.entry;
-  g_current_test_generation = TW::generation();
+  g_current_test_generation = TW::strings_epoch();
   return g_current_test_id;
 }
 
@@ -318,13 +318,13 @@ CodeInfo describe_code(PyObject* code) {
 CodeInfo& code_info(PyObject* code, CodeInfo& scratch) {
   if (!in_main_interpreter()) return scratch = describe_code(code);
   CodeInfo& slot = g_code_cache[(reinterpret_cast<uintptr_t>(code) >> 4) & (kCodeCache - 1)];
-  if (slot.code == code && slot.generation == TW::generation()) return slot;
+  if (slot.code == code && slot.generation == TW::strings_epoch()) return slot;
   CodeInfo ci = describe_code(code);
   py.Py_IncRef(code);
   PyObject* old = slot.code;
   slot = ci;
   slot.code = code;
-  slot.generation = TW::generation();
+  slot.generation = TW::strings_epoch();
   if (!ci.importlib && py.PyFrame_GetLasti) {
     Ref table(getattr_n(code, NAME("co_linetable")));
     Ref first(table ? getattr_n(code, NAME("co_firstlineno")) : nullptr);
@@ -538,12 +538,12 @@ TypeCacheSlot g_type_cache[kTypeCache];
 uint32_t type_name(PyObject* type) {
   if (!in_main_interpreter()) return type_name_uncached(type);
   TypeCacheSlot& slot = g_type_cache[(reinterpret_cast<uintptr_t>(type) >> 4) & (kTypeCache - 1)];
-  if (slot.type == type && slot.generation == TW::generation() && slot.id) return slot.id;
+  if (slot.type == type && slot.generation == TW::strings_epoch() && slot.id) return slot.id;
   uint32_t id = type_name_uncached(type);
   if (id) {
     py.Py_IncRef(type);
     PyObject* old = slot.type;
-    slot = TypeCacheSlot{type, id, TW::generation()};
+    slot = TypeCacheSlot{type, id, TW::strings_epoch()};
     if (old) py.Py_DecRef(old);
   }
   return id;
@@ -666,66 +666,52 @@ void maybe_instrument(PyObject* obj, const ObjInfo& info) {
 }
 
 // 3.8-3.11 have no way to watch a dict, so the tracer keeps a shadow of sys.modules (key
-// text -> the object and its description) and compares at import boundaries. A full
+// -> the object and its description) and compares at import boundaries. A full
 // comparison is O(len(sys.modules)); it runs when the size disagrees with the shadow and
 // at every top-level import boundary, and the keys on the import path are checked at every
 // boundary. Changes are therefore found no later than the next such boundary, and carry
 // the stack active then (precision AT_BOUNDARY).
+//
+// Keys are the keys' string ids in the trace (the import records need them anyway; the
+// str cache turns the same str object into its id with no hashing), so the shadow holds
+// no key text and finds an entry by indexing: new module names get ids one after
+// another, and their entries sit one after another. A key whose text is empty (id 0) is
+// not shadowed.
 struct ShadowEntry {
-  uint64_t hash;
-  char* key;
-  uint32_t keylen;
+  uint32_t key;  // string id
   uint32_t stamp;
   bool live;
   ObjInfo info;
   PyObject* value;  // identity only; may be dead, never dereferenced
 };
-// The shadow's keys stay as long as the process (an entry is never removed, only marked
-// not live), so their text goes into chunks that are never freed: no malloc per new key.
-char* key_copy_space(size_t n) {
-  static char* chunk = nullptr;
-  static size_t left = 0;
-  if (n > left) {
-    size_t size = n > 16384 ? n : 16384;
-    chunk = static_cast<char*>(tracer_memory::alloc(size));
-    if (!chunk) { left = 0; return nullptr; }
-    left = size;
-  }
-  char* p = chunk;
-  chunk += n;
-  left -= n;
-  return p;
-}
-
-struct ShadowTraits {
-  static uint64_t hash(const ShadowEntry& e) { return e.hash; }
-};
 struct ModulesShadow {
-  DenseTable<ShadowEntry, ShadowTraits> entries;  // never removed, only marked not live
+  ChunkedArray<ShadowEntry> entries;  // never removed, only marked not live
+  ChunkedArray<uint32_t> by_id;       // string id -> position in entries + 1; 0: none
   size_t live = 0;
   uint32_t stamp = 0;
-
-  static uint64_t hash(const char* s, size_t n) { return hash_bytes(s, n); }
+  uint32_t epoch = 0;  // the TW::strings_epoch() its ids belong to
   // The entry the last check of a parent package found (siblings share it).
   ShadowEntry* last_parent = nullptr;
-  // `h`: hash(k, n) when the caller has it already.
-  ShadowEntry* find(const char* k, size_t n, bool create, uint64_t h = 0) {
-    if (!h) h = hash(k, n);
-    uint32_t pos = entries.find(h, [&](const ShadowEntry& e) {
-      return e.hash == h && e.keylen == n && memcmp(e.key, k, n) == 0;
-    });
-    if (pos != entries.kNone) return &entries.at(pos);
+
+  ShadowEntry* find(uint32_t id, bool create) {
+    if (!id) return nullptr;
+    while (by_id.size() <= id)
+      if (!by_id.push()) return nullptr;
+    uint32_t& pos = by_id[id];
+    if (pos) return &entries[pos - 1];
     if (!create) return nullptr;
-    char* copy = key_copy_space(n + 1);
-    if (!copy) return nullptr;
-    ShadowEntry* e = entries.insert(h);
+    ShadowEntry* e = entries.push();
     if (!e) return nullptr;
-    memcpy(copy, k, n);
-    copy[n] = 0;
-    e->hash = h;
-    e->key = copy;
-    e->keylen = static_cast<uint32_t>(n);
+    e->key = id;
+    pos = entries.size();
     return e;
+  }
+  // Forgets every entry (string ids started again); the chunks are kept and refilled.
+  void clear() {
+    entries.clear();
+    by_id.clear();
+    live = 0;
+    last_parent = nullptr;
   }
 };
 ModulesShadow g_shadow;
@@ -761,16 +747,12 @@ void snap_invalidate() {
 }
 
 bool g_shadow_ready = false;
-uint32_t g_shadow_generation = 0;  // string ids in the shadow belong to this file
 
 // Adopts key -> value into the shadow without recording (the change was recorded exactly
 // where it happened, or is the import system's own insertion).
 void shadow_adopt(PyObject* key, PyObject* value, bool describe_value) {
-  if (!g_shadow_ready || g_shadow_generation != TW::generation()) return;
-  Py_ssize_t n = 0;
-  const char* k = str_utf8(key, &n);
-  if (!k) return;
-  ShadowEntry* e = g_shadow.find(k, static_cast<size_t>(n), value != nullptr);
+  if (!g_shadow_ready || g_shadow.epoch != TW::strings_epoch()) return;
+  ShadowEntry* e = g_shadow.find(intern_obj(key), value != nullptr);
   if (!e) return;
   if (!value) {
     if (e->live) { e->live = false; --g_shadow.live; snap_invalidate(); }
@@ -792,15 +774,15 @@ void shadow_adopt(PyObject* key, PyObject* value, bool describe_value) {
   e->stamp = g_shadow.stamp;
 }
 
-bool name_in_flight(const char* k, size_t n, PyObject** inserted);
+bool name_in_flight(uint32_t id, PyObject** inserted);
 
 // Records and adopts the difference between the shadow and sys.modules for one key.
 // Returns the key's entry (null if the table could not take it); entries never move.
 // `inserted`: for a key an import of this thread is loading, what the import system put
 // under it (InFlight::inserted).
-ShadowEntry* shadow_check_key(const char* k, size_t n, PyObject* value, bool initial, bool by_import,
-                              const ObjInfo* known = nullptr, uint64_t hash = 0, PyObject* inserted = nullptr) {
-  ShadowEntry* e = g_shadow.find(k, n, true, hash);
+ShadowEntry* shadow_check_key(uint32_t key, PyObject* value, bool initial, bool by_import,
+                              const ObjInfo* known = nullptr, PyObject* inserted = nullptr) {
+  ShadowEntry* e = g_shadow.find(key, true);
   if (!e) return nullptr;
   e->stamp = g_shadow.stamp;
   if (e->live && e->value == value) {
@@ -813,7 +795,7 @@ ShadowEntry* shadow_check_key(const char* k, size_t n, PyObject* value, bool ini
   // system's own insertion: its Import record tells it, as on 3.12+, where the watcher
   // never reports it. Recording it made a trace of 8 threads importing side by side
   // carry a change record for most of their imports.
-  bool own_insertion = !e->live && (by_import || (!initial && name_in_flight(k, n, &inserted)));
+  bool own_insertion = !e->live && (by_import || (!initial && name_in_flight(key, &inserted)));
   // The import system's insertion is not taken into the shadow where it happens (see
   // dict_ass_subscript_hook); when something else is there by now, that is a change from it.
   bool replaced_own = own_insertion && inserted && inserted != value;
@@ -822,7 +804,7 @@ ShadowEntry* shadow_check_key(const char* k, size_t n, PyObject* value, bool ini
     int ns = capture_stack(stack, kStackDepth, false);
     ObjInfo oi;
     if (replaced_own) oi = describe(inserted);
-    emit_modules_change(TW::intern(k, n), ModulesChange::SET, e->live ? &e->info : replaced_own ? &oi : nullptr,
+    emit_modules_change(key, ModulesChange::SET, e->live ? &e->info : replaced_own ? &oi : nullptr,
                         &ni, ModulesChange::AT_BOUNDARY, false, stack, ns);
   }
   if (!e->live) ++g_shadow.live;
@@ -846,14 +828,13 @@ bool snap_sync_appended() {
   }
   size_t n_str = g_snap.n_str;
   while (py.PyDict_Next(g_sysmodules, &pos, &k, &v)) {
-    Py_ssize_t n = 0;
-    const char* s = str_utf8(k, &n);
-    if (s) {
-      shadow_check_key(s, static_cast<size_t>(n), v, false, false, nullptr);
+    uint32_t id = intern_obj(k);
+    if (id) {
+      shadow_check_key(id, v, false, false, nullptr);
       ++n_str;
     }
     if (!snap_push(k, v)) return false;
-    if (s) ++g_snap.n_str;
+    if (id) ++g_snap.n_str;
   }
   // A key the shadow gained since (an import's own insertion) and the dict lost again
   // (through a method or a specialised store) is still live in the shadow: only the full
@@ -875,21 +856,20 @@ void shadow_full_sync(bool initial) {
   Py_ssize_t pos = 0;
   PyObject *k, *v;
   while (py.PyDict_Next(g_sysmodules, &pos, &k, &v)) {
-    Py_ssize_t n = 0;
-    const char* s = str_utf8(k, &n);
-    if (!s) continue;  // a non-str key: import never uses it
-    shadow_check_key(s, static_cast<size_t>(n), v, initial, false);
+    uint32_t id = intern_obj(k);
+    if (!id) continue;  // a non-str key (import never uses it) or ''
+    shadow_check_key(id, v, initial, false);
   }
   for (uint32_t i = 0; i < g_shadow.entries.size(); ++i) {
-    ShadowEntry& e = g_shadow.entries.at(i);
+    ShadowEntry& e = g_shadow.entries[i];
     if (!e.live || e.stamp == g_shadow.stamp) continue;
     e.live = false;
     --g_shadow.live;
     if (initial) continue;
     Loc stack[kStackDepth];
     int ns = capture_stack(stack, kStackDepth, false);
-    emit_modules_change(TW::intern(e.key, e.keylen), ModulesChange::DELETE, &e.info, nullptr,
-                        ModulesChange::AT_BOUNDARY, false, stack, ns);
+    emit_modules_change(e.key, ModulesChange::DELETE, &e.info, nullptr, ModulesChange::AT_BOUNDARY, false, stack,
+                        ns);
   }
   // The shadow now agrees with every entry: take the snapshot.
   g_snap.entries.clear();
@@ -898,8 +878,7 @@ void shadow_full_sync(bool initial) {
   pos = 0;
   while (py.PyDict_Next(g_sysmodules, &pos, &k, &v)) {
     if (!snap_push(k, v)) break;
-    Py_ssize_t n = 0;
-    if (str_utf8(k, &n)) ++g_snap.n_str;  // the keys the shadow holds (utf8 is cached by then)
+    if (intern_obj(k)) ++g_snap.n_str;  // the keys the shadow holds (str cache hits by then)
   }
   g_snap.version = g_snap.valid ? dict_version(g_sysmodules) : 0;
 }
@@ -908,18 +887,18 @@ void shadow_full_sync(bool initial) {
 // further up were checked at their own boundaries, and the whole dict is compared when its
 // size disagrees with the shadow or at a top-level import.
 // Returns the key's entry when `v` is there (as shadow_check_key), else null.
-ShadowEntry* shadow_check_one(const char* k, size_t n, PyObject* v, bool by_import, const ObjInfo* known,
-                              uint64_t hash = 0, PyObject* inserted = nullptr) {
-  if (v) return shadow_check_key(k, n, v, false, by_import, known, hash, inserted);
-  ShadowEntry* e = g_shadow.find(k, n, false, hash);
+ShadowEntry* shadow_check_one(uint32_t key, PyObject* v, bool by_import, const ObjInfo* known,
+                              PyObject* inserted = nullptr) {
+  if (v) return shadow_check_key(key, v, false, by_import, known, inserted);
+  ShadowEntry* e = g_shadow.find(key, false);
   if (e && e->live) {
     e->live = false;
     --g_shadow.live;
     snap_invalidate();
     Loc stack[kStackDepth];
     int ns = capture_stack(stack, kStackDepth, false);
-    emit_modules_change(TW::intern(k, n), ModulesChange::DELETE, &e->info, nullptr,
-                        ModulesChange::AT_BOUNDARY, by_import, stack, ns);
+    emit_modules_change(key, ModulesChange::DELETE, &e->info, nullptr, ModulesChange::AT_BOUNDARY, by_import,
+                        stack, ns);
   }
   return nullptr;
 }
@@ -929,47 +908,40 @@ ShadowEntry* shadow_check_one(const char* k, size_t n, PyObject* v, bool by_impo
 struct ParentLookup {
   const char* text = nullptr;
   size_t len = 0;
+  PyObject* str = nullptr;  // the parent's name as a str (borrowed from the text cache), if made
   PyObject* obj = nullptr;
 };
 
-// `value`: sys.modules[name_obj] when the caller has just looked it up; `name_hash`: the
-// hash of its text, when known.
-void shadow_check_path(PyObject* name_obj, bool by_import, const ObjInfo* known, const ParentLookup* parent,
-                       PyObject* const* value, uint64_t name_hash, PyObject* inserted) {
-  Py_ssize_t n = 0;
-  const char* s = str_utf8(name_obj, &n);
-  if (!s) return;
-  shadow_check_one(s, static_cast<size_t>(n), value ? *value : dict_lookup(g_sysmodules, name_obj), by_import, known,
-                   name_hash, inserted);
+// `name_id`: the import's name; `value`: sys.modules[name_obj] when the caller has just
+// looked it up.
+void shadow_check_path(PyObject* name_obj, uint32_t name_id, bool by_import, const ObjInfo* known,
+                       const ParentLookup* parent, PyObject* const* value, PyObject* inserted) {
+  if (!name_id) return;
+  shadow_check_one(name_id, value ? *value : dict_lookup(g_sysmodules, name_obj), by_import, known, inserted);
   if (!parent || !parent->text) return;
-  // The sibling before us found the parent where the shadow has it: nothing to look up.
+  // The sibling before us found the parent where the shadow has it: nothing to look up
+  // (the str cache gives the parent's id for the text cache's str object).
+  uint32_t parent_id = parent->str ? intern_obj(parent->str) : TW::intern(parent->text, parent->len);
   ShadowEntry* e = g_shadow.last_parent;
-  if (e && e->live && parent->obj && e->value == parent->obj && e->keylen == parent->len &&
-      memcmp(e->key, parent->text, parent->len) == 0)
-    return;
-  e = shadow_check_one(parent->text, parent->len, parent->obj, false, nullptr);
+  if (e && e->live && parent->obj && e->value == parent->obj && e->key == parent_id) return;
+  e = shadow_check_one(parent_id, parent->obj, false, nullptr);
   g_shadow.last_parent = e && e->live && e->value == parent->obj ? e : nullptr;
 }
 
 // Names of imports in progress on any thread (their sys.modules entries are the import
-// system's, not news). A small counting table keyed by text hash.
+// system's, not news). A small counting table keyed by string id.
 constexpr size_t kInFlightSlots = 1024;
-uint64_t g_inflight_hash[kInFlightSlots];
+uint32_t g_inflight_id[kInFlightSlots];
 PyObject* g_inflight_inserted[kInFlightSlots];  // InFlight::inserted of the name's import (borrowed)
 uint32_t g_inflight_count[kInFlightSlots];
-// `h`: the name's text hash (inflight_hash), 0 for a name that is not text.
-uint64_t inflight_hash(PyObject* name) {
-  Py_ssize_t n = 0;
-  const char* s = str_utf8(name, &n);
-  return s ? ModulesShadow::hash(s, static_cast<size_t>(n)) : 0;
-}
-void inflight_add(uint64_t h, int delta) {
-  if (!h) return;
-  size_t j = h & (kInFlightSlots - 1);
+// `id`: the name's string id, 0 for a name that is not text.
+void inflight_add(uint32_t id, int delta) {
+  if (!id) return;
+  size_t j = id & (kInFlightSlots - 1);
   for (size_t probe = 0; probe < kInFlightSlots; ++probe, j = (j + 1) & (kInFlightSlots - 1)) {
-    if (g_inflight_hash[j] == h || (delta > 0 && g_inflight_count[j] == 0)) {
-      if (g_inflight_count[j] == 0) g_inflight_hash[j] = h;
-      if (delta < 0 && g_inflight_hash[j] != h) continue;
+    if (g_inflight_id[j] == id || (delta > 0 && g_inflight_count[j] == 0)) {
+      if (g_inflight_count[j] == 0) g_inflight_id[j] = id;
+      if (delta < 0 && g_inflight_id[j] != id) continue;
       g_inflight_count[j] = static_cast<uint32_t>(static_cast<int>(g_inflight_count[j]) + delta);
       if (!g_inflight_count[j]) g_inflight_inserted[j] = nullptr;
       return;
@@ -977,25 +949,25 @@ void inflight_add(uint64_t h, int delta) {
   }
 }
 // The slot of a name in flight, or null.
-size_t* inflight_slot(uint64_t h, size_t* j) {
-  *j = h & (kInFlightSlots - 1);
+size_t* inflight_slot(uint32_t id, size_t* j) {
+  *j = id & (kInFlightSlots - 1);
   for (size_t probe = 0; probe < kInFlightSlots; ++probe, *j = (*j + 1) & (kInFlightSlots - 1)) {
-    if (g_inflight_hash[*j] == h && g_inflight_count[*j]) return j;
-    if (!g_inflight_hash[*j]) return nullptr;
+    if (g_inflight_id[*j] == id && g_inflight_count[*j]) return j;
+    if (!g_inflight_id[*j]) return nullptr;
   }
   return nullptr;
 }
 // `inserted` receives what the import system put under the name, when that is known.
-bool name_in_flight(const char* k, size_t n, PyObject** inserted) {
+bool name_in_flight(uint32_t id, PyObject** inserted) {
   size_t j;
-  if (!inflight_slot(ModulesShadow::hash(k, n), &j)) return false;
+  if (!id || !inflight_slot(id, &j)) return false;
   if (g_inflight_inserted[j]) *inserted = g_inflight_inserted[j];
   return true;
 }
 // What the import system put under a name in flight (InFlight::inserted; null: forget it).
-void inflight_note_inserted(uint64_t h, PyObject* value) {
+void inflight_note_inserted(uint32_t id, PyObject* value) {
   size_t j;
-  if (h && inflight_slot(h, &j)) g_inflight_inserted[j] = value;
+  if (id && inflight_slot(id, &j)) g_inflight_inserted[j] = value;
 }
 
 // One import boundary (3.8-3.11): the caller holds the writer lock.
@@ -1004,17 +976,20 @@ void inflight_note_inserted(uint64_t h, PyObject* value) {
 // already saw the dict as it is). 0: unknown.
 uint64_t g_boundary_version = 0;
 
-void shadow_boundary(ThreadState& t, PyObject* name, bool import_end, bool top_level,
+// `name_id`: the string id of `name` (the import's).
+void shadow_boundary(ThreadState& t, PyObject* name, uint32_t name_id, bool import_end, bool top_level,
                      const ObjInfo* known = nullptr, const ParentLookup* parent = nullptr,
-                     PyObject* const* value = nullptr, uint64_t name_hash = 0, PyObject* inserted = nullptr) {
-  if (!g_shadow_ready || g_shadow_generation != TW::generation()) {
-    // First boundary, or first in a fork child (whose file must define its strings anew).
-    for (uint32_t i = 0; i < g_shadow.entries.size(); ++i) g_shadow.entries.at(i).live = false;
-    g_shadow.live = 0;
+                     PyObject* const* value = nullptr, PyObject* inserted = nullptr) {
+  if (!g_shadow_ready || g_shadow.epoch != TW::strings_epoch()) {
+    // First boundary, or string ids started again (a fork child's file, or strings
+    // dropped after running out of memory): the shadow is made anew, recording nothing.
+    g_shadow.clear();
+    g_shadow.epoch = TW::strings_epoch();
+    snap_invalidate();
     shadow_full_sync(true);
     g_shadow_ready = true;
-    g_shadow_generation = TW::generation();
     g_boundary_version = 0;
+    if (name) name_id = intern_obj(name);
   }
   uint64_t version = dict_version(g_sysmodules);
   if (!top_level && !known && version && version == g_boundary_version) return;
@@ -1022,15 +997,14 @@ void shadow_boundary(ThreadState& t, PyObject* name, bool import_end, bool top_l
   for (int i = 0; i < t.depth && i < kMaxDepth; ++i) {
     InFlight& f = t.stack[i];
     if (f.noted || f.generation != TW::generation()) continue;
-    Py_ssize_t n = 0;
-    const char* s = str_utf8(f.name, &n);
-    PyObject* v = s ? dict_lookup(g_sysmodules, f.name) : nullptr;
+    uint32_t id = intern_obj(f.name);  // not f.name_id, which may be of ids before a reset
+    PyObject* v = id ? dict_lookup(g_sysmodules, f.name) : nullptr;
     if (v) {
-      shadow_check_key(s, static_cast<size_t>(n), v, false, true, nullptr, f.name_hash, f.inserted);
+      shadow_check_key(id, v, false, true, nullptr, f.inserted);
       f.noted = true;
     }
   }
-  if (name) shadow_check_path(name, import_end, known, parent, value, name_hash, inserted);
+  if (name) shadow_check_path(name, name_id, import_end, known, parent, value, inserted);
   if (top_level || py.PyDict_Size(g_sysmodules) != static_cast<Py_ssize_t>(g_shadow.live))
     shadow_full_sync(false);
   g_boundary_version = dict_version(g_sysmodules);
@@ -1056,7 +1030,7 @@ int dict_ass_subscript_hook(PyObject* mp, PyObject* key, PyObject* value) {
     if (rc == 0 && !in->inserted) {
       py.Py_IncRef(value);
       in->inserted = value;
-      inflight_note_inserted(in->name_hash, value);
+      inflight_note_inserted(in->name_id, value);
     }
     return rc;
   }
@@ -1637,6 +1611,7 @@ void record_binding(PyObject* name, uint64_t index, PyObject* now, PyObject* chi
   PyObject* parent_obj = dict_get_text(g_sysmodules, parent_str, parent);
   out->text = parent;
   out->len = pl;
+  out->str = parent_str ? parent_str->str : nullptr;
   out->obj = parent_obj;
   if (!parent_obj) return;
   // parent and attribute are the import's name split at its last dot: left out. The
@@ -1723,13 +1698,13 @@ const NativePc* native_pc(void* pc) {
     if (!g_native_pcs) return nullptr;
   }
   NativePc& e = g_native_pcs[(reinterpret_cast<uintptr_t>(pc) >> 2) & (kNativePcs - 1)];
-  if (e.pc == pc && e.generation == TW::generation()) return &e;
+  if (e.pc == pc && e.generation == TW::strings_epoch()) return &e;
   static Dl_info self;
   static bool self_known = dladdr(reinterpret_cast<void*>(&native_pc), &self) != 0;
   Dl_info info;
   if (!dladdr(pc, &info) || !info.dli_fname) return nullptr;
   e.pc = pc;
-  e.generation = TW::generation();
+  e.generation = TW::strings_epoch();
   e.ours = self_known && info.dli_fbase == self.dli_fbase;
   e.object = TW::intern(info.dli_fname);
   e.offset = reinterpret_cast<uintptr_t>(pc) - reinterpret_cast<uintptr_t>(info.dli_fbase);
@@ -1762,13 +1737,14 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
   const InFlight* outer = innermost(t);
   uint64_t parent = outer ? outer->index + 1 : 0;
   Loc importer;
-  uint64_t name_hash = inflight_hash(name);
+  uint32_t begin_name_id = 0;  // the in-flight table's key for this import
   {
     ++t.busy;
     WriterLock lock;
+    begin_name_id = intern_obj(name);
     capture_stack(&importer, 1, true, t.fromlist_depth == t.depth ? t.fromlist_frame : nullptr);
-    if (shadowing) shadow_boundary(t, name, false, t.depth == 0, nullptr, nullptr, nullptr, name_hash);
-    inflight_add(name_hash, +1);
+    if (shadowing) shadow_boundary(t, name, begin_name_id, false, t.depth == 0);
+    inflight_add(begin_name_id, +1);
     record_sys_path_if_changed();
     // No flush here: what this boundary produced goes out with the import's own record
     // (or an inner one's), one commit per import.
@@ -1777,7 +1753,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
   void* native[kNativeDepth];
   int nnative = g_native_stacks ? backtrace(native, kNativeDepth) : 0;
   uint64_t begin = TW::now_ns();
-  t.stack[t.depth++] = InFlight{index, name, name_hash, TW::generation(), false, nullptr};
+  t.stack[t.depth++] = InFlight{index, name, begin_name_id, TW::generation(), false, nullptr};
 
   PyObject* res = call_original(orig, args, nargs);
 
@@ -1788,8 +1764,8 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
   if (self.generation != TW::generation() || !TW::usable()) {
     {
       WriterLock lock;
-      if (self.inserted) inflight_note_inserted(name_hash, nullptr);
-      inflight_add(name_hash, -1);
+      if (self.inserted) inflight_note_inserted(self.name_id, nullptr);
+      inflight_add(self.name_id, -1);
     }
     if (self.inserted) py.Py_DecRef(self.inserted);
     return res;
@@ -1803,7 +1779,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
   }
   {
     WriterLock lock;
-    inflight_add(name_hash, -1);
+    inflight_add(self.name_id, -1);
     auto& b = TW::buf();
     uint32_t name_id = intern_obj(name);
     uint32_t test = current_test();
@@ -1853,8 +1829,8 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
       ParentLookup parent;
       if (res) record_binding(name, index, in_modules, under, parent_text, sizeof parent_text, &parent);
       if (shadowing)
-        shadow_boundary(t, name, true, t.depth == 0, res ? &obj : nullptr, &parent, res ? &in_modules : nullptr,
-                        name_hash, self.inserted);
+        shadow_boundary(t, name, name_id, true, t.depth == 0, res ? &obj : nullptr, &parent,
+                        res ? &in_modules : nullptr, self.inserted);
       if (res && g_proxies) {
         maybe_instrument(under, obj);
         instrument_module_getattr(under);
@@ -1865,7 +1841,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
       // allow-listed environment there, not at every import.
       if (t.depth == 0) TW::record_env_changes();
     }
-    if (self.inserted) inflight_note_inserted(name_hash, nullptr);
+    if (self.inserted) inflight_note_inserted(self.name_id, nullptr);
     TW::flush();
   }
   // Outside the lock, with no error pending: this may be the last reference.
