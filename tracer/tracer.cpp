@@ -908,7 +908,7 @@ ShadowEntry* shadow_check_one(uint32_t key, PyObject* v, bool by_import, const O
 struct ParentLookup {
   const char* text = nullptr;
   size_t len = 0;
-  PyObject* str = nullptr;  // the parent's name as a str (borrowed from the text cache), if made
+  uint32_t id = 0;  // its string id
   PyObject* obj = nullptr;
 };
 
@@ -919,12 +919,10 @@ void shadow_check_path(PyObject* name_obj, uint32_t name_id, bool by_import, con
   if (!name_id) return;
   shadow_check_one(name_id, value ? *value : dict_lookup(g_sysmodules, name_obj), by_import, known, inserted);
   if (!parent || !parent->text) return;
-  // The sibling before us found the parent where the shadow has it: nothing to look up
-  // (the str cache gives the parent's id for the text cache's str object).
-  uint32_t parent_id = parent->str ? intern_obj(parent->str) : TW::intern(parent->text, parent->len);
+  // The sibling before us found the parent where the shadow has it: nothing to look up.
   ShadowEntry* e = g_shadow.last_parent;
-  if (e && e->live && parent->obj && e->value == parent->obj && e->key == parent_id) return;
-  e = shadow_check_one(parent_id, parent->obj, false, nullptr);
+  if (e && e->live && parent->obj && e->value == parent->obj && e->key == parent->id) return;
+  e = shadow_check_one(parent->id, parent->obj, false, nullptr);
   g_shadow.last_parent = e && e->live && e->value == parent->obj ? e : nullptr;
 }
 
@@ -1611,7 +1609,8 @@ void record_binding(PyObject* name, uint64_t index, PyObject* now, PyObject* chi
   PyObject* parent_obj = dict_get_text(g_sysmodules, parent_str, parent);
   out->text = parent;
   out->len = pl;
-  out->str = parent_str ? parent_str->str : nullptr;
+  // The id now: the text cache's str may be replaced (and freed) by the next text_str.
+  out->id = parent_str ? intern_obj(parent_str->str) : TW::intern(parent, pl);
   out->obj = parent_obj;
   if (!parent_obj) return;
   // parent and attribute are the import's name split at its last dot: left out. The
@@ -1762,7 +1761,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
   InFlight self = t.stack[t.depth];
   // Begun before a fork, ended in the child: the parent's file has it, not ours.
   if (self.generation != TW::generation() || !TW::usable()) {
-    {
+    if (self.generation == TW::generation()) {  // else: begun before a fork, see above
       WriterLock lock;
       if (self.inserted) inflight_note_inserted(self.name_id, nullptr);
       inflight_add(self.name_id, -1);
@@ -1991,8 +1990,16 @@ int audit_hook(const char* event, PyObject* args, void*) {
   return 0;
 }
 
-// In a fork child the forking thread is the main thread, with a new id.
-void forget_thread_id_in_child() { t_state.tid = 0; }
+// In a fork child the forking thread is the main thread, with a new id. The in-flight
+// table's keys are string ids of the parent's file: the child's file numbers its strings
+// anew, so they would name other strings there. The imports in flight across the fork
+// leave it alone when they end (their generation is the parent's).
+void forget_thread_id_in_child() {
+  t_state.tid = 0;
+  memset(g_inflight_count, 0, sizeof g_inflight_count);
+  memset(g_inflight_id, 0, sizeof g_inflight_id);
+  memset(g_inflight_inserted, 0, sizeof g_inflight_inserted);
+}
 
 bool env_true(const char* name) {
   const char* v = getenv(name);

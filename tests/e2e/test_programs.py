@@ -8,7 +8,7 @@ from e2e_util import PROGRAMS, export, ident, interpreters, run, traces, why
 
 PROGRAM_NAMES = ["import_zoo", "self_replace", "pep562_lazy", "lazy_loader_pkg", "importlib_lazyloader",
                  "six_moves", "setattr_proxy", "circular", "failed_no_entry", "reload", "threads_import",
-                 "traceback_shape", "modules_methods"]
+                 "traceback_shape", "modules_methods", "text_cache_collision"]
 
 
 def traced_run(py, name, tmp_path):
