@@ -30,6 +30,7 @@
 #include "tracer_memory.h"
 #include "open_table.h"
 #include "records.h"
+#include "self_timing.h"
 #include "trace_writer.h"
 
 namespace imptrace {
@@ -126,7 +127,9 @@ struct StrCacheSlot { PyObject* str; uint32_t id; uint32_t generation; };
 StrCacheSlot g_str_cache[kStrCache];
 bool in_main_interpreter();
 
-uint32_t intern_obj(PyObject* s) {
+// `fill`: false for walks over many strings seen once each (all of sys.modules' keys),
+// which would only push out the strings that repeat, and incref and decref both.
+uint32_t intern_obj(PyObject* s, bool fill = true) {
   if (!s) return 0;
   bool cacheable = in_main_interpreter();
   StrCacheSlot* slot = nullptr;
@@ -137,7 +140,7 @@ uint32_t intern_obj(PyObject* s) {
   Py_ssize_t n = 0;
   const char* p = str_utf8(s, &n);
   uint32_t id = p ? TW::intern(p, static_cast<size_t>(n)) : 0;
-  if (slot && id) {
+  if (slot && id && fill) {
     py.Py_IncRef(s);
     PyObject* old = slot->str;
     *slot = StrCacheSlot{s, id, TW::strings_epoch()};
@@ -828,7 +831,7 @@ bool snap_sync_appended() {
   }
   size_t n_str = g_snap.n_str;
   while (py.PyDict_Next(g_sysmodules, &pos, &k, &v)) {
-    uint32_t id = intern_obj(k);
+    uint32_t id = intern_obj(k, false);
     if (id) {
       shadow_check_key(id, v, false, false, nullptr);
       ++n_str;
@@ -856,7 +859,7 @@ void shadow_full_sync(bool initial) {
   Py_ssize_t pos = 0;
   PyObject *k, *v;
   while (py.PyDict_Next(g_sysmodules, &pos, &k, &v)) {
-    uint32_t id = intern_obj(k);
+    uint32_t id = intern_obj(k, false);
     if (!id) continue;  // a non-str key (import never uses it) or ''
     shadow_check_key(id, v, initial, false);
   }
@@ -878,7 +881,7 @@ void shadow_full_sync(bool initial) {
   pos = 0;
   while (py.PyDict_Next(g_sysmodules, &pos, &k, &v)) {
     if (!snap_push(k, v)) break;
-    if (intern_obj(k)) ++g_snap.n_str;  // the keys the shadow holds (str cache hits by then)
+    if (intern_obj(k, false)) ++g_snap.n_str;  // the keys the shadow holds
   }
   g_snap.version = g_snap.valid ? dict_version(g_sysmodules) : 0;
 }
@@ -1729,6 +1732,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
   ThreadState& t = ts();
   if (!g_enabled || t.busy || !TW::usable() || nargs < 1 || t.depth >= kMaxDepth)
     return call_original(orig, args, nargs);
+  SELF_TIMING_START();
   PyObject* name = args[0];
   bool main_interp = t_main != 0;
   bool shadowing = main_interp && !py.has_dict_watchers() && g_sysmodules && !finalizing();
@@ -1745,6 +1749,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
     if (shadowing) shadow_boundary(t, name, begin_name_id, false, t.depth == 0);
     inflight_add(begin_name_id, +1);
     record_sys_path_if_changed();
+    SELF_TIMING_MARK(0, "begin: stack, shadow, path");
     // No flush here: what this boundary produced goes out with the import's own record
     // (or an inner one's), one commit per import.
     --t.busy;
@@ -1754,7 +1759,10 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
   uint64_t begin = TW::now_ns();
   t.stack[t.depth++] = InFlight{index, name, begin_name_id, TW::generation(), false, nullptr};
 
+  SELF_TIMING_MARK(1, "begin: clock, unlock");
+  SELF_TIMING_PAUSE();
   PyObject* res = call_original(orig, args, nargs);
+  SELF_TIMING_RESUME();
 
   uint64_t end = TW::now_ns();
   --t.depth;
@@ -1767,6 +1775,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
       inflight_add(self.name_id, -1);
     }
     if (self.inserted) py.Py_DecRef(self.inserted);
+    SELF_TIMING_FINISH();
     return res;
   }
 
@@ -1794,6 +1803,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
     } else {
       describe_error(et, ev, &err_type, &err_msg);
     }
+    SELF_TIMING_MARK(2, "end: name, module");
     auto r = TW::begin_record(Record::import);
     wire::put_uint(b, Import::index, index);
     wire::put_uint(b, Import::parent, parent);
@@ -1823,13 +1833,16 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
     }
     if (nnative > 0) put_native_stack(b, native, nnative);
     TW::end_record(r);
+    SELF_TIMING_MARK(3, "end: spec, import record");
     if (main_interp && g_sysmodules) {
       char parent_text[1024];
       ParentLookup parent;
       if (res) record_binding(name, index, in_modules, under, parent_text, sizeof parent_text, &parent);
+      SELF_TIMING_MARK(4, "end: binding");
       if (shadowing)
         shadow_boundary(t, name, name_id, true, t.depth == 0, res ? &obj : nullptr, &parent,
                         res ? &in_modules : nullptr, self.inserted);
+      SELF_TIMING_MARK(5, "end: shadow");
       if (res && g_proxies) {
         maybe_instrument(under, obj);
         instrument_module_getattr(under);
@@ -1841,12 +1854,15 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
       if (t.depth == 0) TW::record_env_changes();
     }
     if (self.inserted) inflight_note_inserted(self.name_id, nullptr);
+    SELF_TIMING_MARK(6, "end: proxies, env");
     TW::flush();
+    SELF_TIMING_MARK(7, "end: commit to file");
   }
   // Outside the lock, with no error pending: this may be the last reference.
   if (self.inserted) py.Py_DecRef(self.inserted);
   if (!res) py.PyErr_Restore(et, ev, tb);
   --t.busy;
+  SELF_TIMING_FINISH();
   return res;
 }
 
