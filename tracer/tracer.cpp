@@ -56,6 +56,7 @@ struct InFlight {
   uint64_t index;
   PyObject* name;     // borrowed: the caller's frame keeps the argument alive
   uint32_t name_id;    // its string id when it began (the in-flight table's key)
+  uint32_t name_epoch; // TW::strings_epoch() then: name_id is its id while that holds
   uint32_t generation;
   bool noted;         // its sys.modules insertion is already in the shadow
   // 3.8-3.11: what the import system put into sys.modules under the name (a reference,
@@ -1597,7 +1598,10 @@ uint32_t record_spec(wire::ByteBuf& b, PyObject* d, uint32_t name_id, uint32_t f
 // `now`: what sys.modules holds under the name (null: nothing); `child`: what the Import
 // record just said the import produced (`now` when there is one). The Binding record
 // leaves the child (and the time and test, which are the import's) out when they agree.
-void record_binding(PyObject* name, uint64_t index, PyObject* now, PyObject* child,
+// `outer`: the import in progress around this one on this thread, if any: usually the
+// parent package, whose __init__ imports its children, and then its name is the parent's
+// name as a str already.
+void record_binding(PyObject* name, uint64_t index, PyObject* now, PyObject* child, const InFlight* outer,
                     char* parent, size_t parent_cap, ParentLookup* out) {
   Py_ssize_t n = 0;
   const char* s = str_utf8(name, &n);
@@ -1608,12 +1612,18 @@ void record_binding(PyObject* name, uint64_t index, PyObject* now, PyObject* chi
   if (pl >= parent_cap) return;
   memcpy(parent, s, pl);
   parent[pl] = 0;
-  TextStrSlot* parent_str = text_str(parent, pl);
-  PyObject* parent_obj = dict_get_text(g_sysmodules, parent_str, parent);
+  PyObject* parent_name = nullptr;  // a str of the parent's name, if one is at hand
+  if (outer) {
+    Py_ssize_t on = 0;
+    const char* os = str_utf8(outer->name, &on);
+    if (os && static_cast<size_t>(on) == pl && memcmp(os, s, pl) == 0) parent_name = outer->name;
+  }
+  TextStrSlot* parent_str = parent_name ? nullptr : text_str(parent, pl);
+  PyObject* parent_obj = parent_name ? dict_lookup(g_sysmodules, parent_name) : dict_get_text(g_sysmodules, parent_str, parent);
   out->text = parent;
   out->len = pl;
   // The id now: the text cache's str may be replaced (and freed) by the next text_str.
-  out->id = parent_str ? intern_obj(parent_str->str) : TW::intern(parent, pl);
+  out->id = parent_name ? intern_obj(parent_name) : parent_str ? intern_obj(parent_str->str) : TW::intern(parent, pl);
   out->obj = parent_obj;
   if (!parent_obj) return;
   // parent and attribute are the import's name split at its last dot: left out. The
@@ -1653,9 +1663,22 @@ PyObject* g_sys_dict = nullptr;  // main interpreter's sys.__dict__ (borrowed fr
 void record_sys_path_if_changed() {
   // sys.path is read at every import: in the main interpreter straight from sys's dict with
   // a cached key (PySys_GetObject builds a new str for its name on each call).
+  // 3.8-3.11: while sys's dict keeps its version tag, sys.path is the object found last.
+  static PyObject* last_path = nullptr;  // borrowed from sys's dict, while its tag holds
+  static uint64_t last_sys_version = 0;
   PyObject* path = nullptr;
-  if (g_sys_dict && in_main_interpreter()) path = dict_get_n(g_sys_dict, NAME("path"));
-  else path = py.PySys_GetObject("path");  // borrowed
+  if (g_sys_dict && in_main_interpreter()) {
+    uint64_t v = dict_version(g_sys_dict);
+    if (v && v == last_sys_version) {
+      path = last_path;
+    } else {
+      path = dict_get_n(g_sys_dict, NAME("path"));
+      last_path = path;
+      last_sys_version = v;
+    }
+  } else {
+    path = py.PySys_GetObject("path");  // borrowed
+  }
   if (!path) return;
   if (!(py.PyType_GetFlags(type_of(path)) & TPFLAGS_LIST_SUBCLASS)) return;
   Py_ssize_t n = 0;
@@ -1757,7 +1780,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
   void* native[kNativeDepth];
   int nnative = g_native_stacks ? backtrace(native, kNativeDepth) : 0;
   uint64_t begin = TW::now_ns();
-  t.stack[t.depth++] = InFlight{index, name, begin_name_id, TW::generation(), false, nullptr};
+  t.stack[t.depth++] = InFlight{index, name, begin_name_id, TW::strings_epoch(), TW::generation(), false, nullptr};
 
   SELF_TIMING_MARK(1, "begin: clock, unlock");
   SELF_TIMING_PAUSE();
@@ -1789,7 +1812,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
     WriterLock lock;
     inflight_add(self.name_id, -1);
     auto& b = TW::buf();
-    uint32_t name_id = intern_obj(name);
+    uint32_t name_id = self.name_epoch == TW::strings_epoch() ? self.name_id : intern_obj(name);
     uint32_t test = current_test();
     uint32_t err_type = 0, err_msg = 0;
     ObjInfo obj;
@@ -1837,7 +1860,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
     if (main_interp && g_sysmodules) {
       char parent_text[1024];
       ParentLookup parent;
-      if (res) record_binding(name, index, in_modules, under, parent_text, sizeof parent_text, &parent);
+      if (res) record_binding(name, index, in_modules, under, innermost(t), parent_text, sizeof parent_text, &parent);
       SELF_TIMING_MARK(4, "end: binding");
       if (shadowing)
         shadow_boundary(t, name, name_id, true, t.depth == 0, res ? &obj : nullptr, &parent,
