@@ -931,45 +931,74 @@ void shadow_check_path(PyObject* name_obj, uint32_t name_id, bool by_import, con
 }
 
 // Names of imports in progress on any thread (their sys.modules entries are the import
-// system's, not news). A small counting table keyed by string id.
+// system's, not news): a small linear-probing table keyed by string id, holding only the
+// names in flight. An entry whose count drops to 0 is removed and the ones after it in
+// its run moved back, so that a lookup of a name not in flight stops at the first empty
+// slot: leaving them in place filled the table with ended names within a thousand
+// imports, and every such lookup then read all of it.
 constexpr size_t kInFlightSlots = 1024;
-uint32_t g_inflight_id[kInFlightSlots];
-PyObject* g_inflight_inserted[kInFlightSlots];  // InFlight::inserted of the name's import (borrowed)
+uint32_t g_inflight_id[kInFlightSlots];  // 0: empty
 uint32_t g_inflight_count[kInFlightSlots];
+PyObject* g_inflight_inserted[kInFlightSlots];  // InFlight::inserted of the name's import (borrowed)
+size_t g_inflight_used = 0;
+
+// The slot holding `id`, or (when it is not there) the empty slot where it would go.
+size_t inflight_probe(uint32_t id) {
+  size_t j = id & (kInFlightSlots - 1);
+  while (g_inflight_id[j] && g_inflight_id[j] != id) j = (j + 1) & (kInFlightSlots - 1);
+  return j;
+}
+
+void inflight_erase(size_t i) {
+  for (;;) {
+    g_inflight_id[i] = 0;
+    g_inflight_count[i] = 0;
+    g_inflight_inserted[i] = nullptr;
+    size_t k = i;
+    for (;;) {
+      k = (k + 1) & (kInFlightSlots - 1);
+      if (!g_inflight_id[k]) return;
+      size_t home = g_inflight_id[k] & (kInFlightSlots - 1);
+      // The entry at k may fill the hole at i unless its home lies cyclically in (i, k].
+      bool stays = i <= k ? (i < home && home <= k) : (i < home || home <= k);
+      if (!stays) break;
+    }
+    g_inflight_id[i] = g_inflight_id[k];
+    g_inflight_count[i] = g_inflight_count[k];
+    g_inflight_inserted[i] = g_inflight_inserted[k];
+    i = k;
+  }
+}
+
 // `id`: the name's string id, 0 for a name that is not text.
 void inflight_add(uint32_t id, int delta) {
   if (!id) return;
-  size_t j = id & (kInFlightSlots - 1);
-  for (size_t probe = 0; probe < kInFlightSlots; ++probe, j = (j + 1) & (kInFlightSlots - 1)) {
-    if (g_inflight_id[j] == id || (delta > 0 && g_inflight_count[j] == 0)) {
-      if (g_inflight_count[j] == 0) g_inflight_id[j] = id;
-      if (delta < 0 && g_inflight_id[j] != id) continue;
-      g_inflight_count[j] = static_cast<uint32_t>(static_cast<int>(g_inflight_count[j]) + delta);
-      if (!g_inflight_count[j]) g_inflight_inserted[j] = nullptr;
-      return;
-    }
+  if (delta > 0 && g_inflight_used >= kInFlightSlots - 1) return;  // full: not tracked
+  size_t j = inflight_probe(id);
+  if (!g_inflight_id[j]) {
+    if (delta < 0) return;
+    g_inflight_id[j] = id;
+    ++g_inflight_used;
   }
-}
-// The slot of a name in flight, or null.
-size_t* inflight_slot(uint32_t id, size_t* j) {
-  *j = id & (kInFlightSlots - 1);
-  for (size_t probe = 0; probe < kInFlightSlots; ++probe, *j = (*j + 1) & (kInFlightSlots - 1)) {
-    if (g_inflight_id[*j] == id && g_inflight_count[*j]) return j;
-    if (!g_inflight_id[*j]) return nullptr;
+  g_inflight_count[j] = static_cast<uint32_t>(static_cast<int>(g_inflight_count[j]) + delta);
+  if (!g_inflight_count[j]) {
+    inflight_erase(j);
+    --g_inflight_used;
   }
-  return nullptr;
 }
 // `inserted` receives what the import system put under the name, when that is known.
 bool name_in_flight(uint32_t id, PyObject** inserted) {
-  size_t j;
-  if (!id || !inflight_slot(id, &j)) return false;
+  if (!id) return false;
+  size_t j = inflight_probe(id);
+  if (!g_inflight_id[j]) return false;
   if (g_inflight_inserted[j]) *inserted = g_inflight_inserted[j];
   return true;
 }
 // What the import system put under a name in flight (InFlight::inserted; null: forget it).
 void inflight_note_inserted(uint32_t id, PyObject* value) {
-  size_t j;
-  if (id && inflight_slot(id, &j)) g_inflight_inserted[j] = value;
+  if (!id) return;
+  size_t j = inflight_probe(id);
+  if (g_inflight_id[j]) g_inflight_inserted[j] = value;
 }
 
 // One import boundary (3.8-3.11): the caller holds the writer lock.
@@ -2038,6 +2067,7 @@ void forget_thread_id_in_child() {
   memset(g_inflight_count, 0, sizeof g_inflight_count);
   memset(g_inflight_id, 0, sizeof g_inflight_id);
   memset(g_inflight_inserted, 0, sizeof g_inflight_inserted);
+  g_inflight_used = 0;
 }
 
 bool env_true(const char* name) {
