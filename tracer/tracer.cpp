@@ -895,6 +895,16 @@ ShadowEntry* shadow_check_one(uint32_t key, PyObject* v, bool by_import, const O
                               PyObject* inserted = nullptr) {
   if (v) return shadow_check_key(key, v, false, by_import, known, inserted);
   ShadowEntry* e = g_shadow.find(key, false);
+  if ((!e || !e->live) && inserted) {
+    // The import system's insertion (never taken into the shadow) is gone again, and not
+    // through a store the hook saw (that one is recorded exactly and drops `inserted`).
+    Loc stack[kStackDepth];
+    int ns = capture_stack(stack, kStackDepth, false);
+    ObjInfo oi = describe(inserted);
+    emit_modules_change(key, ModulesChange::DELETE, &oi, nullptr, ModulesChange::AT_BOUNDARY, by_import, stack,
+                        ns);
+    return nullptr;
+  }
   if (e && e->live) {
     e->live = false;
     --g_shadow.live;
@@ -941,9 +951,23 @@ uint32_t g_inflight_id[kInFlightSlots];  // 0: empty
 uint32_t g_inflight_count[kInFlightSlots];
 PyObject* g_inflight_inserted[kInFlightSlots];  // InFlight::inserted of the name's import (borrowed)
 size_t g_inflight_used = 0;
+uint32_t g_inflight_epoch = 0;  // the TW::strings_epoch() its ids belong to
+
+// Ids of an earlier epoch (strings dropped after running out of memory; a fork child's
+// new file) name other strings now: the table starts empty, and imports begun before
+// leave it alone when they end (their InFlight::name_epoch is the old one).
+void inflight_follow_epoch() {
+  if (g_inflight_epoch == TW::strings_epoch()) return;
+  memset(g_inflight_count, 0, sizeof g_inflight_count);
+  memset(g_inflight_id, 0, sizeof g_inflight_id);
+  memset(g_inflight_inserted, 0, sizeof g_inflight_inserted);
+  g_inflight_used = 0;
+  g_inflight_epoch = TW::strings_epoch();
+}
 
 // The slot holding `id`, or (when it is not there) the empty slot where it would go.
 size_t inflight_probe(uint32_t id) {
+  inflight_follow_epoch();
   size_t j = id & (kInFlightSlots - 1);
   while (g_inflight_id[j] && g_inflight_id[j] != id) j = (j + 1) & (kInFlightSlots - 1);
   return j;
@@ -973,10 +997,10 @@ void inflight_erase(size_t i) {
 // `id`: the name's string id, 0 for a name that is not text.
 void inflight_add(uint32_t id, int delta) {
   if (!id) return;
-  if (delta > 0 && g_inflight_used >= kInFlightSlots - 1) return;  // full: not tracked
   size_t j = inflight_probe(id);
   if (!g_inflight_id[j]) {
     if (delta < 0) return;
+    if (g_inflight_used >= kInFlightSlots - 1) return;  // full: not tracked
     g_inflight_id[j] = id;
     ++g_inflight_used;
   }
@@ -1061,7 +1085,7 @@ int dict_ass_subscript_hook(PyObject* mp, PyObject* key, PyObject* value) {
     if (rc == 0 && !in->inserted) {
       py.Py_IncRef(value);
       in->inserted = value;
-      inflight_note_inserted(in->name_id, value);
+      if (in->name_epoch == TW::strings_epoch()) inflight_note_inserted(in->name_id, value);
     }
     return rc;
   }
@@ -1073,8 +1097,8 @@ int dict_ass_subscript_hook(PyObject* mp, PyObject* key, PyObject* value) {
     py.PyErr_Fetch(&et, &ev, &tb);
     {
       WriterLock lock;
-      const InFlight* in = innermost(t);
-      bool key_is_import = in && same_text(key, in->name);
+      InFlight* cur = in && in->generation == TW::generation() ? in : nullptr;  // as innermost(t)
+      bool key_is_import = cur && same_text(key, cur->name);
       if (value && !old && key_is_import) {
         shadow_adopt(key, value, false);  // the import system inserting the module it loads
       } else {
@@ -1087,6 +1111,13 @@ int dict_ass_subscript_hook(PyObject* mp, PyObject* key, PyObject* value) {
                             by_import, stack, ns);
         shadow_adopt(key, value, true);
         if (value) maybe_instrument(value, ni);
+        if (!value && cur && old == cur->inserted) {
+          // The import's own insertion, deleted where it was seen: recorded here, so the
+          // boundary must not report it again. `old` still holds a reference.
+          if (cur->name_epoch == TW::strings_epoch()) inflight_note_inserted(cur->name_id, nullptr);
+          py.Py_DecRef(cur->inserted);
+          cur->inserted = nullptr;
+        }
         TW::flush();
       }
     }
@@ -1793,10 +1824,12 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
   uint64_t parent = outer ? outer->index + 1 : 0;
   Loc importer;
   uint32_t begin_name_id = 0;  // the in-flight table's key for this import
+  uint32_t begin_epoch = 0;    // ... and the strings epoch it belongs to
   {
     ++t.busy;
     WriterLock lock;
     begin_name_id = intern_obj(name);
+    begin_epoch = TW::strings_epoch();
     capture_stack(&importer, 1, true, t.fromlist_depth == t.depth ? t.fromlist_frame : nullptr);
     if (shadowing) shadow_boundary(t, name, begin_name_id, false, t.depth == 0);
     inflight_add(begin_name_id, +1);
@@ -1809,7 +1842,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
   void* native[kNativeDepth];
   int nnative = g_native_stacks ? backtrace(native, kNativeDepth) : 0;
   uint64_t begin = TW::now_ns();
-  t.stack[t.depth++] = InFlight{index, name, begin_name_id, TW::strings_epoch(), TW::generation(), false, nullptr};
+  t.stack[t.depth++] = InFlight{index, name, begin_name_id, begin_epoch, TW::generation(), false, nullptr};
 
   SELF_TIMING_MARK(1, "begin: clock, unlock");
   SELF_TIMING_PAUSE();
@@ -1823,8 +1856,10 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
   if (self.generation != TW::generation() || !TW::usable()) {
     if (self.generation == TW::generation()) {  // else: begun before a fork, see above
       WriterLock lock;
-      if (self.inserted) inflight_note_inserted(self.name_id, nullptr);
-      inflight_add(self.name_id, -1);
+      if (self.name_epoch == TW::strings_epoch()) {
+        if (self.inserted) inflight_note_inserted(self.name_id, nullptr);
+        inflight_add(self.name_id, -1);
+      }
     }
     if (self.inserted) py.Py_DecRef(self.inserted);
     SELF_TIMING_FINISH();
@@ -1839,9 +1874,12 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
   }
   {
     WriterLock lock;
-    inflight_add(self.name_id, -1);
+    bool same_epoch = self.name_epoch == TW::strings_epoch();
+    if (same_epoch) inflight_add(self.name_id, -1);
+    // Ids taken at the start are another file's strings after a reset: not written.
+    if (!same_epoch) importer = Loc();
     auto& b = TW::buf();
-    uint32_t name_id = self.name_epoch == TW::strings_epoch() ? self.name_id : intern_obj(name);
+    uint32_t name_id = same_epoch ? self.name_id : intern_obj(name);
     uint32_t test = current_test();
     uint32_t err_type = 0, err_msg = 0;
     ObjInfo obj;
@@ -1905,7 +1943,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
       // allow-listed environment there, not at every import.
       if (t.depth == 0) TW::record_env_changes();
     }
-    if (self.inserted) inflight_note_inserted(self.name_id, nullptr);
+    if (self.inserted && same_epoch) inflight_note_inserted(self.name_id, nullptr);
     SELF_TIMING_MARK(6, "end: proxies, env");
     TW::flush();
     SELF_TIMING_MARK(7, "end: commit to file");

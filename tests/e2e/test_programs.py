@@ -61,6 +61,24 @@ def test_replaced_through_dict_update_during_import(py, tmp_path):
 
 
 @pytest.mark.parametrize("py", interpreters(), ids=ident)
+def test_own_insertion_popped_during_import(py, tmp_path):
+    """selfpop_mod takes itself out of sys.modules with dict.pop during its own import
+    (which then fails). 3.8-3.10 see the import system put it there (a noted reference)
+    and find it gone at the import's end."""
+    files = traced_run(py, "failed_no_entry", tmp_path)
+    entries = why(files, "selfpop_mod")["entries"]
+    minor = int(subprocess.check_output([py, "-c", "import sys; print(sys.version_info[1])"]))
+    if minor >= 11:
+        # 3.11 never sees importlib's store (specialised); 3.12+ takes the pop for the
+        # import system's own pop-and-reinsert, which never completes here. Both leave
+        # no entry: documented in the README, pinned here.
+        assert entries == [], entries
+        return
+    assert len(entries) == 1, entries
+    assert entries[0]["is_module"] and entries[0]["via"] == "import" and entries[0]["removed"], entries
+
+
+@pytest.mark.parametrize("py", interpreters(), ids=ident)
 def test_setattr_proxy_binding_recorded(py, tmp_path):
     files = traced_run(py, "setattr_proxy", tmp_path)
     story = why(files, "bindpkg")

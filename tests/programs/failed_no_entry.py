@@ -25,6 +25,7 @@ def main():
     print("boom_mod body runs: %d" % ATTEMPTS.count("boom_mod"))
     try_import("boom_pkg")
     print("  boom_pkg.ok_child left in sys.modules: %s" % ("boom_pkg.ok_child" in sys.modules))
+    try_import("selfpop_mod")
     return 0
 
 
