@@ -950,19 +950,27 @@ constexpr size_t kInFlightSlots = 1024;
 uint32_t g_inflight_id[kInFlightSlots];  // 0: empty
 uint32_t g_inflight_count[kInFlightSlots];
 PyObject* g_inflight_inserted[kInFlightSlots];  // InFlight::inserted of the name's import (borrowed)
+// The name as a str, borrowed from the import that made the entry (its caller's frame
+// keeps it alive); dropped at the first end of an import of that name, which may be that
+// one's (main interpreter only).
+PyObject* g_inflight_name[kInFlightSlots];
+uint32_t g_inflight_active[kInFlightSlots];  // the ids in the table, unordered: [0, used)
 size_t g_inflight_used = 0;
 uint32_t g_inflight_epoch = 0;  // the TW::strings_epoch() its ids belong to
 
 // Ids of an earlier epoch (strings dropped after running out of memory; a fork child's
 // new file) name other strings now: the table starts empty, and imports begun before
 // leave it alone when they end (their InFlight::name_epoch is the old one).
-void inflight_follow_epoch() {
-  if (g_inflight_epoch == TW::strings_epoch()) return;
+__attribute__((noinline, cold)) void inflight_reset() {
+  memset(g_inflight_name, 0, sizeof g_inflight_name);
   memset(g_inflight_count, 0, sizeof g_inflight_count);
   memset(g_inflight_id, 0, sizeof g_inflight_id);
   memset(g_inflight_inserted, 0, sizeof g_inflight_inserted);
   g_inflight_used = 0;
   g_inflight_epoch = TW::strings_epoch();
+}
+inline void inflight_follow_epoch() {
+  if (__builtin_expect(g_inflight_epoch != TW::strings_epoch(), 0)) inflight_reset();
 }
 
 // The slot holding `id`, or (when it is not there) the empty slot where it would go.
@@ -973,11 +981,12 @@ size_t inflight_probe(uint32_t id) {
   return j;
 }
 
-void inflight_erase(size_t i) {
+__attribute__((noinline)) void inflight_erase(size_t i) {
   for (;;) {
     g_inflight_id[i] = 0;
     g_inflight_count[i] = 0;
     g_inflight_inserted[i] = nullptr;
+    g_inflight_name[i] = nullptr;
     size_t k = i;
     for (;;) {
       k = (k + 1) & (kInFlightSlots - 1);
@@ -990,24 +999,32 @@ void inflight_erase(size_t i) {
     g_inflight_id[i] = g_inflight_id[k];
     g_inflight_count[i] = g_inflight_count[k];
     g_inflight_inserted[i] = g_inflight_inserted[k];
+    g_inflight_name[i] = g_inflight_name[k];
     i = k;
   }
 }
 
-// `id`: the name's string id, 0 for a name that is not text.
-void inflight_add(uint32_t id, int delta) {
+// `id`: the name's string id, 0 for a name that is not text; `name`: the name, kept
+// (main interpreter) for boundaries that look other threads' imports up.
+inline void inflight_add(uint32_t id, int delta, PyObject* name = nullptr) {
   if (!id) return;
   size_t j = inflight_probe(id);
   if (!g_inflight_id[j]) {
     if (delta < 0) return;
     if (g_inflight_used >= kInFlightSlots - 1) return;  // full: not tracked
     g_inflight_id[j] = id;
-    ++g_inflight_used;
+    if (name && in_main_interpreter()) g_inflight_name[j] = name;
+    g_inflight_active[g_inflight_used++] = id;
   }
   g_inflight_count[j] = static_cast<uint32_t>(static_cast<int>(g_inflight_count[j]) + delta);
+  if (delta < 0) g_inflight_name[j] = nullptr;
   if (!g_inflight_count[j]) {
     inflight_erase(j);
-    --g_inflight_used;
+    for (size_t a = 0; a < g_inflight_used; ++a)
+      if (g_inflight_active[a] == id) {
+        g_inflight_active[a] = g_inflight_active[--g_inflight_used];
+        break;
+      }
   }
 }
 // `inserted` receives what the import system put under the name, when that is known.
@@ -1023,6 +1040,22 @@ void inflight_note_inserted(uint32_t id, PyObject* value) {
   if (!id) return;
   size_t j = inflight_probe(id);
   if (g_inflight_id[j]) g_inflight_inserted[j] = value;
+}
+
+// Imports in flight (other threads') whose modules sys.modules has and the shadow not yet:
+// their own insertions, taken in. Without this, a thread's boundary found sys.modules
+// larger than the shadow whenever another thread was loading a module, and compared all
+// of it: with 8 threads importing side by side, at almost every boundary.
+void shadow_adopt_in_flight() {
+  for (size_t a = 0; a < g_inflight_used; ++a) {
+    uint32_t id = g_inflight_active[a];
+    size_t j = inflight_probe(id);
+    PyObject* name = g_inflight_id[j] == id ? g_inflight_name[j] : nullptr;
+    if (!name) continue;
+    ShadowEntry* e = g_shadow.find(id, false);
+    if (e && e->live) continue;
+    if (PyObject* v = dict_lookup(g_sysmodules, name)) shadow_check_key(id, v, false, true, nullptr, g_inflight_inserted[j]);
+  }
 }
 
 // One import boundary (3.8-3.11): the caller holds the writer lock.
@@ -1060,8 +1093,12 @@ void shadow_boundary(ThreadState& t, PyObject* name, uint32_t name_id, bool impo
     }
   }
   if (name) shadow_check_path(name, name_id, import_end, known, parent, value, inserted);
-  if (top_level || py.PyDict_Size(g_sysmodules) != static_cast<Py_ssize_t>(g_shadow.live))
-    shadow_full_sync(false);
+  bool size_differs = py.PyDict_Size(g_sysmodules) != static_cast<Py_ssize_t>(g_shadow.live);
+  if (size_differs && !top_level && g_inflight_used > 1) {
+    shadow_adopt_in_flight();
+    size_differs = py.PyDict_Size(g_sysmodules) != static_cast<Py_ssize_t>(g_shadow.live);
+  }
+  if (top_level || size_differs) shadow_full_sync(false);
   g_boundary_version = dict_version(g_sysmodules);
 }
 
@@ -1832,7 +1869,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
     begin_epoch = TW::strings_epoch();
     capture_stack(&importer, 1, true, t.fromlist_depth == t.depth ? t.fromlist_frame : nullptr);
     if (shadowing) shadow_boundary(t, name, begin_name_id, false, t.depth == 0);
-    inflight_add(begin_name_id, +1);
+    inflight_add(begin_name_id, +1, name);
     record_sys_path_if_changed();
     SELF_TIMING_MARK(0, "begin: stack, shadow, path");
     // No flush here: what this boundary produced goes out with the import's own record
@@ -2096,17 +2133,10 @@ int audit_hook(const char* event, PyObject* args, void*) {
   return 0;
 }
 
-// In a fork child the forking thread is the main thread, with a new id. The in-flight
-// table's keys are string ids of the parent's file: the child's file numbers its strings
-// anew, so they would name other strings there. The imports in flight across the fork
-// leave it alone when they end (their generation is the parent's).
-void forget_thread_id_in_child() {
-  t_state.tid = 0;
-  memset(g_inflight_count, 0, sizeof g_inflight_count);
-  memset(g_inflight_id, 0, sizeof g_inflight_id);
-  memset(g_inflight_inserted, 0, sizeof g_inflight_inserted);
-  g_inflight_used = 0;
-}
+// In a fork child the forking thread is the main thread, with a new id. (The in-flight
+// table, keyed by the parent file's string ids, empties itself at its next use: the fork
+// moved the strings epoch; see inflight_follow_epoch.)
+void forget_thread_id_in_child() { t_state.tid = 0; }
 
 bool env_true(const char* name) {
   const char* v = getenv(name);
