@@ -859,10 +859,12 @@ void shadow_full_sync(bool initial) {
   ++g_shadow.stamp;
   Py_ssize_t pos = 0;
   PyObject *k, *v;
+  size_t held = 0;  // the keys the shadow holds, for the snapshot below
   while (py.PyDict_Next(g_sysmodules, &pos, &k, &v)) {
     uint32_t id = intern_obj(k, false);
     if (!id) continue;  // a non-str key (import never uses it) or ''
     shadow_check_key(id, v, initial, false);
+    ++held;
   }
   for (uint32_t i = 0; i < g_shadow.entries.size(); ++i) {
     ShadowEntry& e = g_shadow.entries[i];
@@ -875,15 +877,14 @@ void shadow_full_sync(bool initial) {
     emit_modules_change(e.key, ModulesChange::DELETE, &e.info, nullptr, ModulesChange::AT_BOUNDARY, false, stack,
                         ns);
   }
-  // The shadow now agrees with every entry: take the snapshot.
+  // The shadow now agrees with every entry: take the snapshot (nothing above changed
+  // sys.modules: describing and recording run no code of the program's).
   g_snap.entries.clear();
-  g_snap.n_str = 0;
+  g_snap.n_str = held;
   g_snap.valid = true;
   pos = 0;
-  while (py.PyDict_Next(g_sysmodules, &pos, &k, &v)) {
+  while (py.PyDict_Next(g_sysmodules, &pos, &k, &v))
     if (!snap_push(k, v)) break;
-    if (intern_obj(k, false)) ++g_snap.n_str;  // the keys the shadow holds
-  }
   g_snap.version = g_snap.valid ? dict_version(g_sysmodules) : 0;
 }
 
@@ -1085,7 +1086,7 @@ void shadow_boundary(ThreadState& t, PyObject* name, uint32_t name_id, bool impo
   for (int i = 0; i < t.depth && i < kMaxDepth; ++i) {
     InFlight& f = t.stack[i];
     if (f.noted || f.generation != TW::generation()) continue;
-    uint32_t id = intern_obj(f.name);  // not f.name_id, which may be of ids before a reset
+    uint32_t id = f.name_epoch == TW::strings_epoch() ? f.name_id : intern_obj(f.name);
     PyObject* v = id ? dict_lookup(g_sysmodules, f.name) : nullptr;
     if (v) {
       shadow_check_key(id, v, false, true, nullptr, f.inserted);
@@ -1710,7 +1711,7 @@ void record_binding(PyObject* name, uint64_t index, PyObject* now, PyObject* chi
   memcpy(parent, s, pl);
   parent[pl] = 0;
   PyObject* parent_name = nullptr;  // a str of the parent's name, if one is at hand
-  if (outer) {
+  if (outer && type_of(outer->name) == py.PyUnicode_Type) {  // a subclass's __eq__ could run code
     Py_ssize_t on = 0;
     const char* os = str_utf8(outer->name, &on);
     if (os && static_cast<size_t>(on) == pl && memcmp(os, s, pl) == 0) parent_name = outer->name;

@@ -66,10 +66,12 @@ bool huge_pages_wanted() {
   return v && v[0] == '1' && v[1] == 0;
 }
 
-size_t region_size() { return g_huge == 1 ? kHuge : kRegion; }
+size_t region_size() {
+  if (g_huge < 0) g_huge = huge_pages_wanted() ? 1 : 0;
+  return g_huge == 1 ? kHuge : kRegion;
+}
 
 Region* new_region() {
-  if (g_huge < 0) g_huge = huge_pages_wanted() ? 1 : 0;
   if (g_nregions == kMaxRegions) return nullptr;
   size_t size = region_size();
   // A huge-page region must start on a 2 MiB boundary: map twice that, keep the middle.
@@ -110,7 +112,6 @@ void* alloc_locked(size_t n) {
     ++g_stats.recycled;
     return b;
   }
-  if (g_huge < 0) g_huge = huge_pages_wanted() ? 1 : 0;
   if (size <= region_size() / 2) {
     Region* r = g_nregions ? &g_regions[g_nregions - 1] : nullptr;
     // The rest of a region too small for this block is left unused (at most half of it).
