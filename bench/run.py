@@ -245,7 +245,25 @@ def run_once(argv, env, cwd, stderr_devnull=False):
 # measures as on this machine in this run (noise plus the cost of the preload itself).
 CONTENDERS = ["untraced", "inert", "imptrace", "imptrace+native", "importtime", "pywrapper"]
 # The contenders that write a trace (trace bytes, composition, import count).
-TRACING = ("imptrace", "imptrace+native")
+TRACING = ("imptrace", "imptrace+native", "floor")
+# With --floor: the measurement build (cmake -DIMPTRACE_FLOOR=ON) of the same source, which
+# records only each import's name, nesting, times, outcome and module identity. It runs
+# after imptrace in every round as the "floor" contender: the cost of any recorder that
+# hooks the import and writes as it goes, which no cut of imptrace's content can go below.
+FLOOR_LIB = None
+
+
+def build_floor(scratch, log):
+    """Builds the floor variant of this checkout's tracer into the scratch directory."""
+    build = os.path.join(scratch, "floor-build")
+    log(f"bench: building the floor tracer (-DIMPTRACE_FLOOR=ON) in {build}")
+    for cmd in (["cmake", "-S", REPO, "-B", build, "-DCMAKE_BUILD_TYPE=Release", "-DIMPTRACE_FLOOR=ON",
+                 "-DIMPTRACE_BUILD_VIEWER=OFF", "-DIMPTRACE_BUILD_TESTS=OFF"],
+                ["cmake", "--build", build, "-j2", "--target", "imptrace_tracer"]):
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+        if r.returncode != 0:
+            raise SystemExit(f"bench: building the floor tracer failed:\n{r.stdout[-2000:]}")
+    return os.path.join(build, "libimptrace.so")
 
 
 def command(workload, contender, src, suite, lib, tracedir):
@@ -257,9 +275,9 @@ def command(workload, contender, src, suite, lib, tracedir):
         target, cwd = [os.path.join(src, f"{workload}_main.py")], src
     if contender == "untraced":
         argv = [PY] + target
-    elif contender in ("imptrace", "imptrace+native", "inert"):
+    elif contender in ("imptrace", "imptrace+native", "inert", "floor"):
         argv = [PY] + target
-        env["LD_PRELOAD"] = lib
+        env["LD_PRELOAD"] = FLOOR_LIB if contender == "floor" else lib
         env["IMPTRACE_OUTPUT"] = tracedir + "/"
         if contender == "imptrace+native":
             env["IMPTRACE_NATIVE_STACKS"] = "1"
@@ -455,7 +473,7 @@ def run_callgrind(workload, src, suite, lib, scratch, imports, log, profile=True
         return None
     out = {}
     notes = []
-    for c in ("untraced", "imptrace"):
+    for c in ("untraced", "imptrace") + (("floor",) if FLOOR_LIB else ()):
         tracedir = os.path.join(scratch, f"trace-cg-{workload}-{c}")
         argv, env, cwd = command(workload, c, src, suite, lib, tracedir)
         # Fixed str hashes: with randomised ones, dict probe lengths (and so the counts)
@@ -837,18 +855,22 @@ def report(args, cmdline, per_workload, cg, viewer_rows, viewer_bytes, viewer_n)
                  "| +I1 misses/import (ratio) | +D1 misses/import (ratio) | callgrind wall s |")
         L.append("|---|---:|---:|---:|---:|---:|---:|---:|")
         for w, (counts, _, imports, _) in cg.items():
-            un, im = counts["untraced"][0], counts["imptrace"][0]
-            per = f"{(im - un) / imports:,.0f}" if imports else "?"
+            for c in ("imptrace", "floor"):
+                if c not in counts:
+                    continue
+                un, im = counts["untraced"][0], counts[c][0]
+                per = f"{(im - un) / imports:,.0f}" if imports else "?"
 
-            def misses(*events):
-                a = sum(counts["untraced"][3].get(e, 0) for e in events)
-                b = sum(counts["imptrace"][3].get(e, 0) for e in events)
-                if not a or not imports:
-                    return ""
-                return f"{(b - a) / imports:,.0f} ({b / a:.3f})"
-            L.append(f"| {w} | {un:,} | {im:,} | {im / un:.3f} | {per} | {misses('I1mr')} | "
-                     f"{misses('D1mr', 'D1mw')} | "
-                     f"{counts['untraced'][1]:.1f} + {counts['imptrace'][1]:.1f} |")
+                def misses(*events):
+                    a = sum(counts["untraced"][3].get(e, 0) for e in events)
+                    b = sum(counts[c][3].get(e, 0) for e in events)
+                    if not a or not imports:
+                        return ""
+                    return f"{(b - a) / imports:,.0f} ({b / a:.3f})"
+                label = w if c == "imptrace" else f"{w}, floor"
+                L.append(f"| {label} | {un:,} | {im:,} | {im / un:.3f} | {per} | {misses('I1mr')} | "
+                         f"{misses('D1mr', 'D1mw')} | "
+                         f"{counts['untraced'][1]:.1f} + {counts[c][1]:.1f} |")
         L.append("")
         L.append("Callgrind counts user-space instructions only: the kernel side of the "
                  "tracer's system calls (one fallocate per reserved chunk of 16-256 KiB of "
@@ -957,11 +979,20 @@ def report(args, cmdline, per_workload, cg, viewer_rows, viewer_bytes, viewer_n)
                      f"{verdict(im['ci']['cpu_paired'], 1.02, 'imptrace paired ' + fmt_ci(im['cpu_paired'], im['ci']['cpu_paired']))}; "
                      f"the inert control (library loaded, disabled) measured "
                      f"{fmt_ci(inert['cpu_paired'], inert['ci']['cpu_paired'])} in the same rounds.")
+            if "floor" in r:
+                fl = r["floor"]
+                L.append(f"- {w}: the floor recorder (names, times, outcomes, module identities; "
+                         f"{fl['bytes_per_import']:.0f} B/import) measured CPU paired "
+                         f"{fmt_ci(fl['cpu_paired'], fl['ci']['cpu_paired'])}, "
+                         f"{fmt_ci(fl['us_cpu_paired'], fl['ci']['us_cpu_paired'], '{:+.2f}', '{:+.1f}')} "
+                         f"µs/import: ≤ 1.5 µs/import "
+                         f"{verdict(fl['ci']['us_cpu_paired'], 1.5, 'for the floor itself')}.")
         L.append("")
     return "\n".join(L)
 
 
 def main():
+    global FLOOR_LIB
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=7, help="measured rounds per workload (default 7)")
     ap.add_argument("--torch-rounds", type=int, default=None, help="rounds for import torch (default: --rounds)")
@@ -969,6 +1000,8 @@ def main():
                     help="comma-separated subset of tree,torch,pytest,storm ('' for none)")
     ap.add_argument("--callgrind", action="store_true",
                     help="also count instructions under valgrind --tool=callgrind (tree and torch; ~3 min)")
+    ap.add_argument("--floor", action="store_true",
+                    help="also build and run the floor tracer (cmake -DIMPTRACE_FLOOR=ON) as a contender")
     ap.add_argument("--no-viewer", action="store_true", help="skip the viewer benchmark")
     ap.add_argument("--viewer-imports", type=int, default=100000)
     ap.add_argument("--viewer-rounds", type=int, default=3)
@@ -1002,6 +1035,9 @@ def main():
         src, suite = generate(work)
         scratch = os.path.join(work, "scratch")
         os.makedirs(scratch)
+        if args.floor:
+            FLOOR_LIB = build_floor(scratch, log)
+            CONTENDERS.insert(CONTENDERS.index("imptrace") + 1, "floor")
         per = {}
         for w in workloads:
             rounds = args.torch_rounds if (w == "torch" and args.torch_rounds) else args.rounds

@@ -1848,7 +1848,68 @@ void put_native_stack(wire::ByteBuf& b, void* const* frames, int n) {
   }
 }
 
+#ifdef IMPTRACE_FLOOR
+// A measurement build (`cmake -DIMPTRACE_FLOOR=ON`, never a build to ship): the import
+// hook records only what any import tracer writing as things happen must - each import's
+// name, nesting, times, outcome and the identity of the module it produced - and nothing
+// of what imptrace is for (importer, spec, bindings, sys.modules history, sys.path,
+// proxies). The benchmark runs it as the "floor" contender: what the interposition, the
+// clock, interning a name, tracking one identity and one durable record per import cost
+// by themselves on the machine at hand, against which the full recorder's cost is read.
+// Its traces are valid traces (the viewer shows them) with those parts empty.
+PyObject* floor_find_and_load(PyObject* orig, PyObject* const* args, Py_ssize_t nargs) {
+  MainScope scope;
+  ThreadState& t = ts();
+  if (!g_enabled || t.busy || !TW::usable() || nargs < 1 || t.depth >= kMaxDepth)
+    return call_original(orig, args, nargs);
+  PyObject* name = args[0];
+  uint64_t index = __atomic_fetch_add(&g_next_index, 1, __ATOMIC_RELAXED);
+  const InFlight* outer = innermost(t);
+  uint64_t parent = outer ? outer->index + 1 : 0;
+  uint64_t begin = TW::now_ns();
+  t.stack[t.depth++] = InFlight{index, name, 0, 0, TW::generation(), false, nullptr};
+  PyObject* res = call_original(orig, args, nargs);
+  uint64_t end = TW::now_ns();
+  --t.depth;
+  if (t.stack[t.depth].generation != TW::generation() || !TW::usable()) return res;
+  ++t.busy;
+  PyObject *et = nullptr, *ev = nullptr, *tb = nullptr;
+  if (!res) py.PyErr_Fetch(&et, &ev, &tb);  // identity() may make a weak reference
+  {
+    WriterLock lock;
+    auto& b = TW::buf();
+    uint32_t name_id = intern_obj(name);
+    PyObject* m = res && t_main && g_sysmodules ? dict_lookup(g_sysmodules, name) : nullptr;
+    if (!m) m = res;
+    ObjInfo obj;
+    if (m && type_of(m) == py.PyModule_Type) {
+      obj.id = identity(m, true);
+      obj.flags = ObjectFlags::plain_module | ObjectFlags::elided_name_file;
+    } else if (m) {
+      obj = describe(m);
+    }
+    auto r = TW::begin_record(Record::import);
+    wire::put_uint(b, Import::index, index);
+    wire::put_uint(b, Import::parent, parent);
+    if (!t.main_thread) wire::put_uint(b, Import::thread, t.tid);
+    wire::put_uint(b, Import::begin_ns, begin);
+    wire::put_uint(b, Import::duration_ns, end - begin);
+    wire::put_uint(b, Import::name, name_id);
+    wire::put_bool(b, Import::ok, res != nullptr);
+    put_obj(b, Import::object, obj);
+    TW::end_record(r);
+    TW::flush();
+  }
+  if (!res) py.PyErr_Restore(et, ev, tb);
+  --t.busy;
+  return res;
+}
+#endif
+
 PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t nargs) {
+#ifdef IMPTRACE_FLOOR
+  return floor_find_and_load(orig, args, nargs);
+#endif
   MainScope scope;
   ThreadState& t = ts();
   if (!g_enabled || t.busy || !TW::usable() || nargs < 1 || t.depth >= kMaxDepth)
@@ -1999,6 +2060,11 @@ PyMethodDef g_find_and_load_def = {
     "imptrace: records the import, then runs importlib's _find_and_load"};
 
 // ---- installation -------------------------------------------------------------------
+#ifdef IMPTRACE_FLOOR
+constexpr bool kFloor = true;
+#else
+constexpr bool kFloor = false;
+#endif
 // Interpreters are told apart by id, never by address: a new sub-interpreter usually
 // gets the memory of one that was destroyed. Ids are never reused.
 int64_t* g_installed = nullptr;
@@ -2041,8 +2107,9 @@ void install_in_current_interpreter() {
     py.PyErr_Clear();
     return;
   }
-  // Optional: without it, importers are found by walking the stack.
-  if (PyObject* fromlist = dict_get_n(d, NAME("_handle_fromlist"))) {
+  // Optional: without it, importers are found by walking the stack. (The floor build
+  // records no importers, nor the history of sys.modules below.)
+  if (PyObject* fromlist = kFloor ? nullptr : dict_get_n(d, NAME("_handle_fromlist"))) {
     Ref fl_hook(py.PyCFunction_NewEx(&g_handle_fromlist_def, fromlist, nullptr));
     if (!fl_hook || py.PyDict_SetItemString(d, "_handle_fromlist", fl_hook.get()) < 0) py.PyErr_Clear();
   }
@@ -2060,7 +2127,9 @@ void install_in_current_interpreter() {
     if (!g_orig_class_setter) g_orig_class_setter = patch_class_setter(class_setter_hook);
     if (!g_orig_module_dealloc) g_orig_module_dealloc = patch_module_dealloc(module_dealloc_hook);
     audit_hook_step_out();
-    if (py.has_dict_watchers()) {
+    if (kFloor) {
+      // nothing: the floor build keeps no history of sys.modules
+    } else if (py.has_dict_watchers()) {
       int id = py.PyDict_AddWatcher(modules_watcher);
       if (id < 0 || py.PyDict_Watch(id, modules) < 0) py.PyErr_Clear();
     } else if (!g_orig_ass_subscript) {

@@ -27,7 +27,7 @@ def interpreters():
 
 
 def ident(py):
-    return py.replace("/root/.pyenv/versions/", "pyenv-").replace("/bin/python", "").replace("/usr/bin/", "debian-")
+    return py.replace("/usr/bin/", "debian-").replace("/root/.pyenv/versions/", "pyenv-").replace("/bin/python", "")
 
 
 def clean_env(**extra):
