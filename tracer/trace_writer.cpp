@@ -418,17 +418,24 @@ bool append(const wire::ByteBuf& a, const wire::ByteBuf& b) {
   uint8_t* dst = g_map + (g_len - g_map_off);
   // Gather a, b, pad; the first kCommitBytes go aside for the commit store.
   uint8_t first[kCommitBytes];
-  const struct { const uint8_t* p; size_t n; } parts[3] = {{a.p, a.n}, {b.p, b.n}, {pad, npad}};
-  size_t o = 0;
-  for (const auto& part : parts) {
-    for (size_t i = 0; i < part.n;) {
-      if (o < kCommitBytes) {
-        first[o++] = part.p[i++];
-        continue;
+  if (a.n >= kCommitBytes) {  // an import's strings or record: copied whole
+    memcpy(first, a.p, kCommitBytes);
+    memcpy(dst + kCommitBytes, a.p + kCommitBytes, a.n - kCommitBytes);
+    if (b.n) memcpy(dst + a.n, b.p, b.n);
+    if (npad) memcpy(dst + n, pad, npad);
+  } else {
+    const struct { const uint8_t* p; size_t n; } parts[3] = {{a.p, a.n}, {b.p, b.n}, {pad, npad}};
+    size_t o = 0;
+    for (const auto& part : parts) {
+      for (size_t i = 0; i < part.n;) {
+        if (o < kCommitBytes) {
+          first[o++] = part.p[i++];
+          continue;
+        }
+        memcpy(dst + o, part.p + i, part.n - i);
+        o += part.n - i;
+        break;
       }
-      memcpy(dst + o, part.p + i, part.n - i);
-      o += part.n - i;
-      break;
     }
   }
   unwritten_header(dst + total, g_cap - g_len - total - kUnwrittenHeader);
