@@ -1848,6 +1848,20 @@ void put_native_stack(wire::ByteBuf& b, void* const* frames, int n) {
   }
 }
 
+// An Import record's first fields, which every build writes (the floor build below, too).
+inline TW::RecordMark begin_import_record(wire::ByteBuf& b, uint64_t index, uint64_t parent, const ThreadState& t,
+                                          uint64_t begin, uint64_t end, uint32_t name_id, bool ok) {
+  auto r = TW::begin_record(Record::import);
+  wire::put_uint(b, Import::index, index);
+  wire::put_uint(b, Import::parent, parent);
+  if (!t.main_thread) wire::put_uint(b, Import::thread, t.tid);
+  wire::put_uint(b, Import::begin_ns, begin);
+  wire::put_uint(b, Import::duration_ns, end - begin);
+  wire::put_uint(b, Import::name, name_id);
+  wire::put_bool(b, Import::ok, ok);
+  return r;
+}
+
 #ifdef IMPTRACE_FLOOR
 // A measurement build (`cmake -DIMPTRACE_FLOOR=ON`, never a build to ship): the import
 // hook records only what any import tracer writing as things happen must - each import's
@@ -1888,14 +1902,7 @@ PyObject* floor_find_and_load(PyObject* orig, PyObject* const* args, Py_ssize_t 
     } else if (m) {
       obj = describe(m);
     }
-    auto r = TW::begin_record(Record::import);
-    wire::put_uint(b, Import::index, index);
-    wire::put_uint(b, Import::parent, parent);
-    if (!t.main_thread) wire::put_uint(b, Import::thread, t.tid);
-    wire::put_uint(b, Import::begin_ns, begin);
-    wire::put_uint(b, Import::duration_ns, end - begin);
-    wire::put_uint(b, Import::name, name_id);
-    wire::put_bool(b, Import::ok, res != nullptr);
+    auto r = begin_import_record(b, index, parent, t, begin, end, name_id, res != nullptr);
     put_obj(b, Import::object, obj);
     TW::end_record(r);
     TW::flush();
@@ -1993,14 +2000,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
       describe_error(et, ev, &err_type, &err_msg);
     }
     SELF_TIMING_MARK(2, "end: name, module");
-    auto r = TW::begin_record(Record::import);
-    wire::put_uint(b, Import::index, index);
-    wire::put_uint(b, Import::parent, parent);
-    if (!t.main_thread) wire::put_uint(b, Import::thread, t.tid);
-    wire::put_uint(b, Import::begin_ns, begin);
-    wire::put_uint(b, Import::duration_ns, end - begin);
-    wire::put_uint(b, Import::name, name_id);
-    wire::put_bool(b, Import::ok, res != nullptr);
+    auto r = begin_import_record(b, index, parent, t, begin, end, name_id, res != nullptr);
     wire::put_uint(b, Import::error_type, err_type);
     wire::put_uint(b, Import::error_message, err_msg);
     if (res) {
