@@ -418,11 +418,10 @@ bool append(const wire::ByteBuf& a, const wire::ByteBuf& b) {
   uint8_t* dst = g_map + (g_len - g_map_off);
   // Gather a, b, pad; the first kCommitBytes go aside for the commit store.
   uint8_t first[kCommitBytes];
-  if (a.n >= kCommitBytes) {  // an import's strings or record: copied whole
+  if (a.n >= kCommitBytes) {  // an import's strings or record (never padded): copied whole
     memcpy(first, a.p, kCommitBytes);
     memcpy(dst + kCommitBytes, a.p + kCommitBytes, a.n - kCommitBytes);
     if (b.n) memcpy(dst + a.n, b.p, b.n);
-    if (npad) memcpy(dst + n, pad, npad);
   } else {
     const struct { const uint8_t* p; size_t n; } parts[3] = {{a.p, a.n}, {b.p, b.n}, {pad, npad}};
     size_t o = 0;
