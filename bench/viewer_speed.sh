@@ -1,5 +1,5 @@
 #!/bin/sh
-# Viewer speed on traces of 100,000 imports (issue 6 part 3, issue 4 speed): CPU seconds
+# Viewer speed on traces of 100,000 imports : CPU seconds
 # and peak RSS of `show`, `tree`, `why`, `diff` (and, for information, `why --format json`,
 # `export --format json`, `diff --format json`). Not part of the pass/fail suite: a
 # benchmark-style check that prints a table and says which commands miss the targets

@@ -1,4 +1,4 @@
-"""Issue 5 (3): concurrency and processes.
+"""Concurrency and processes.
 
 - 16 threads released by a barrier import 16x8 generated modules (plus shared ones) at
   once, on 3.8 (shadow scans), 3.11 (Debian static and pyenv), 3.12 and 3.13 (dict

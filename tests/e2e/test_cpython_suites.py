@@ -1,4 +1,4 @@
-"""Issue 5 (2): no perturbation, proved on CPython's own import test suites.
+"""No perturbation, proved on CPython's own import test suites.
 
 What runs (all of it fits the CI budget, so no subset was needed): on EVERY pyenv
 interpreter found (3.8.18, 3.9.18, 3.10.13, 3.11.7, 3.12.1, 3.13.0), the seven suites

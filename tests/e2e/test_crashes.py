@@ -1,4 +1,4 @@
-"""Issue 5 (4): crashes and abnormal exits.
+"""Crashes and abnormal exits.
 
 Each program imports a marker module (colorsys) as its last recorded event, then dies:
 SIGKILL, SIGSEGV (ctypes.string_at(0)), os.abort(), os._exit(3), an uncaught
@@ -89,7 +89,7 @@ def test_dies_exactly_as_untraced(py, name, tmp_path):
         assert "atexit boom" in plain.stderr
 
 
-# ---- Issue 5 (6): hostile trace files against the viewer binary ---------------------------
+# ---- Hostile trace files against the viewer binary ---------------------------
 # (The libFuzzer target tests/fuzz/reader_fuzz.cpp covers the reader in-process; this runs
 # the shipped executable on damaged real traces: exit 0, 1 or 2, never a signal, within
 # 10 s and 1 GiB of address space each.)

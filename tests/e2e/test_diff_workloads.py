@@ -1,4 +1,4 @@
-"""Issue 4 on real workloads from Debian's packages: two runs of the same thing diff clean
+"""On real workloads from Debian's packages: two runs of the same thing diff clean
 (hash randomisation, different working directories); one extra import, or one module
 swapped in sys.modules, is found."""
 import json

@@ -1,4 +1,4 @@
-"""Issue 5 (1): symbol hygiene of libimptrace.so.
+"""Symbol hygiene of libimptrace.so.
 
 - DT_NEEDED names only the C library family (libc, libm, libdl, libpthread, the loader).
 - The dynamic symbol table defines nothing (every symbol is local by exports.map), and what

@@ -1,4 +1,4 @@
-"""Issue 2 acceptance: on every interpreter, the imports the tracer records are exactly
+"""On every interpreter, the imports the tracer records are exactly
 what `-X importtime` lists (failed imports included) plus what the program loaded through
 importlib.import_module, which -X importtime does not see on 3.8-3.13."""
 import pytest

@@ -1,4 +1,4 @@
-"""Issue 2: inert outside CPython, fork, SIGKILL, os._exit, threads, exec'd children,
+"""Inert outside CPython, fork, SIGKILL, os._exit, threads, exec'd children,
 output naming and IMPTRACE_DISABLE, unwritable output."""
 import os
 import signal

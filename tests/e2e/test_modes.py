@@ -1,4 +1,4 @@
-"""Issue 2: interpreter modes keep their exit status and output with the tracer loaded,
+"""Interpreter modes keep their exit status and output with the tracer loaded,
 and tracebacks keep the same frames."""
 import os
 

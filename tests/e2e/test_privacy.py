@@ -1,4 +1,4 @@
-"""Issue 5 (7): private output.
+"""Private output.
 
 - Trace files are 0600 whatever the umask (000 tried), directories the tracer creates for
   `IMPTRACE_OUTPUT=dir/` are 0700, and that holds in fork children too.

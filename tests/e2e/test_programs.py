@@ -1,4 +1,4 @@
-"""Issue 3: every identity program prints and exits exactly as without the tracer, on
+"""Every identity program prints and exits exactly as without the tracer, on
 every interpreter, and its trace tells the identity story it exercises."""
 import subprocess
 

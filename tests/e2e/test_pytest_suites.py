@@ -1,4 +1,4 @@
-"""Issue 5 (2): Debian's pytest (/usr/bin/python3, python3-pytest + python3-pytest-xdist)
+"""Debian's pytest (/usr/bin/python3, python3-pytest + python3-pytest-xdist)
 on a generated suite of 360 tests gives the same results traced and untraced, serial and
 with `-p xdist -n 2`.
 

@@ -1,4 +1,4 @@
-"""Issue 3 (and 4): the npugraph_ex smoke failure, reproduced with good and bad
+"""The npugraph_ex smoke failure, reproduced with good and bad
 torch_npu-like builds, traced, and explained by `why` (and `diff`)."""
 import json
 import os

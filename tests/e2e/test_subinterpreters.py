@@ -1,4 +1,4 @@
-"""Issue 5 (5): sub-interpreters.
+"""Sub-interpreters.
 
 - `_testcapi.run_in_subinterp` (legacy, shared GIL) on every interpreter 3.8-3.13 and
   Debian's python3;

@@ -1,4 +1,4 @@
-// Benchmark input for `imptrace diff` (issue 4: two runs of 100,000 imports each in under
+// Benchmark input for `imptrace diff` (two runs of 100,000 imports each in under
 // one second on one core, under 300 MiB): writes OUTDIR/good/run.pb and OUTDIR/bad/run.pb,
 // each with N imports (nested packages, an import-system sys.modules insertion and a
 // parent binding per import), with different pids, addresses, prefixes and times; the bad

@@ -1,5 +1,5 @@
 // Hand-built runs for the diff tests and the diff benchmark generator: the npugraph_ex
-// story as the brief and issue 4 describe it (good and bad builds), with knobs for
+// story of the seed failure (good and bad builds), with knobs for
 // everything that must NOT matter (pids, addresses, install prefixes, working directory,
 // times, thread interleaving).
 #pragma once
