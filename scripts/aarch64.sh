@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Prepares the AArch64 smoke test (tests/e2e/test_aarch64.py): the tracer cross-built into
-# build-aarch64/, and a sysroot of Debian's arm64 CPython 3.11 (the seed failure's
-# platform; run here under qemu-aarch64-static) in build-aarch64/sysroot. Called by
+# Prepares the AArch64 tests (tests/e2e/test_aarch64.py): the tracer cross-built into
+# build-aarch64/, and a sysroot of Debian's arm64 CPython 3.11 with pytest (the seed
+# failure's platform; run here under qemu-aarch64-static) in build-aarch64/sysroot. Called by
 # test.sh; any step that fails leaves the test to skip with the reason, never fails the
 # run (the sysroot needs Debian's arm64 archive, which a machine may not reach).
 set -uo pipefail
@@ -16,16 +16,26 @@ cmake -S . -B "$out" -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE="$PWD/cma
   -DIMPTRACE_BUILD_VIEWER=OFF -DIMPTRACE_BUILD_TESTS=OFF >/dev/null && cmake --build "$out" -j2 >/dev/null \
   || { log "cross build failed: test_aarch64 will fail"; touch "$out/build-failed"; exit 0; }
 root="$out/sysroot"
-[ -x "$root/usr/bin/python3.11" ] && exit 0
-debs=(python3.11-minimal libpython3.11-minimal libpython3.11-stdlib libc6 zlib1g libexpat1 libssl3 libffi8)
+# The arm64 interpreter and what it loads (libgcc_s: glibc's backtrace() dlopens it for
+# native stacks), plus pytest and pytest-xdist with their dependencies, which are
+# architecture-independent packages: the runner's own command is `python3 -m pytest`.
+debs=(python3.11-minimal:arm64 libpython3.11-minimal:arm64 libpython3.11-stdlib:arm64 libc6:arm64
+  zlib1g:arm64 libexpat1:arm64 libssl3:arm64 libffi8:arm64 libgcc-s1:arm64
+  python3-pytest python3-pluggy python3-iniconfig python3-packaging python3-py python3-attr
+  python3-more-itertools python3-pkg-resources python3-pytest-xdist python3-execnet)
+# A sysroot made from another package list is made again.
+[ -x "$root/usr/bin/python3.11" ] && [ "$(cat "$root/.packages" 2>/dev/null)" = "${debs[*]}" ] && exit 0
 sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
 if ! dpkg --print-foreign-architectures | grep -qx arm64; then
   $sudo dpkg --add-architecture arm64 && $sudo apt-get update -qq || { log "cannot add arm64 to apt: test_aarch64 will skip"; exit 0; }
 fi
 dl=$(mktemp -d)
-(cd "$dl" && apt-get download -qq "${debs[@]/%/:arm64}" >/dev/null 2>&1) || {
-  $sudo apt-get update -qq; (cd "$dl" && apt-get download -qq "${debs[@]/%/:arm64}" >/dev/null 2>&1); } \
+chmod 755 "$dl"  # apt's download sandbox user must be able to write there
+(cd "$dl" && apt-get download -qq "${debs[@]}" >/dev/null 2>&1) || {
+  $sudo apt-get update -qq; (cd "$dl" && apt-get download -qq "${debs[@]}" >/dev/null 2>&1); } \
   || { log "cannot download arm64 packages: test_aarch64 will skip"; rm -rf "$dl"; exit 0; }
-mkdir -p "$root.tmp" && for d in "$dl"/*.deb; do dpkg -x "$d" "$root.tmp"; done && mv "$root.tmp" "$root"
+rm -rf "$root" "$root.tmp"
+mkdir -p "$root.tmp" && for d in "$dl"/*.deb; do dpkg -x "$d" "$root.tmp"; done \
+  && echo "${debs[*]}" > "$root.tmp/.packages" && mv "$root.tmp" "$root"
 rm -rf "$dl"
 log "sysroot ready: $root"
