@@ -147,3 +147,32 @@ def test_library_lookup(tmp_path):
     assert bad.returncode == 2 and "nope.so" in bad.stderr
     shutil.copy(LIB, str(prefix / "lib" / "imptrace" / "libimptrace.so"))
     assert run("d").returncode == 0 and len(traces(str(tmp_path / "d"))) == 1
+
+
+def test_ctrl_c_in_a_terminal(tmp_path):
+    """In a terminal's foreground, Ctrl-C reaches the command as without the wrapper: Python
+    raises KeyboardInterrupt, runs its handler, and its own exit status comes back."""
+    import pty
+    code = ("import time\n"
+            "try:\n    print('ready', flush=True)\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    print('interrupted', flush=True)\n    raise SystemExit(42)\n")
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.chdir(str(tmp_path))
+        os.execve(VIEWER, [VIEWER, "run", "-o", "out", "--", PY, "-c", code], clean_env())
+    out = b""
+    end = time.time() + 60
+    while b"ready" not in out and time.time() < end:
+        out += os.read(fd, 4096)
+    os.write(fd, b"\x03")
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    _, status = os.waitpid(pid, 0)
+    text = out.decode(errors="replace")
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 42, text
+    assert "interrupted" in text and "traces in %s" % (tmp_path / "out") in text
