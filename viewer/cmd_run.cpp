@@ -188,13 +188,14 @@ int run_traced(std::vector<char*>& argv) {
   sigprocmask(SIG_SETMASK, &old_mask, nullptr);
 
   int status = 0;
+  bool waited = false;
   for (;;) {
     pid_t r = waitpid(pid, &status, tty >= 0 ? WUNTRACED : 0);
     if (r < 0) {
       if (errno == EINTR) continue;
-      status = 0x7f00;  // cannot happen for our own child; treated as failure below
-      break;
+      break;  // ECHILD: not our child after all (cannot happen); a failure below
     }
+    waited = true;
     if (WIFSTOPPED(status)) {
       // Ctrl-Z stopped CMD: stop the wrapper too so the shell sees the job stop, and on
       // `fg` give CMD the terminal back and continue it.
@@ -209,6 +210,7 @@ int run_traced(std::vector<char*>& argv) {
   g_child_pgid = -1;
   if (tty >= 0) give_terminal(tty, getpgrp());
   for (int k = 0; k < 4; ++k) sigaction(kForwarded[k], &saved[k], nullptr);
+  if (!waited) return 1;
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return 1;
