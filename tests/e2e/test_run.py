@@ -47,6 +47,19 @@ def alive(pid):
         return f.read().rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def reap(pid, timeout):
+    """The wait status of `pid`, or None (after killing its group) when it has not ended."""
+    end = time.time() + timeout
+    while time.time() < end:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        time.sleep(0.05)
+    os.killpg(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return None
+
+
 def gone(pids, timeout=10):
     end = time.time() + timeout
     while time.time() < end:
@@ -176,3 +189,38 @@ def test_ctrl_c_in_a_terminal(tmp_path):
     text = out.decode(errors="replace")
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 42, text
     assert "interrupted" in text and "traces in %s" % (tmp_path / "out") in text
+
+
+def test_ctrl_z_does_not_strand_the_command(tmp_path):
+    """Ctrl-Z stops the command; the wrapper stops with it where a shell can continue it,
+    and otherwise (no job control here: the pty's session has no shell) continues the
+    command rather than leaving it stopped forever."""
+    import pty
+    code = "import time\nprint('ready', flush=True)\ntime.sleep(1.5)\nprint('done', flush=True)\nraise SystemExit(5)\n"
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.chdir(str(tmp_path))
+        os.execve(VIEWER, [VIEWER, "run", "-o", "out", "--", PY, "-c", code], clean_env())
+    out = b""
+    end = time.time() + 60
+    while b"ready" not in out and time.time() < end:
+        out += os.read(fd, 4096)
+    os.write(fd, b"\x1a")
+    os.set_blocking(fd, False)
+    end = time.time() + 20
+    while time.time() < end:
+        try:
+            chunk = os.read(fd, 4096)
+        except BlockingIOError:
+            time.sleep(0.05)
+            continue
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    status = reap(pid, 30)
+    text = out.decode(errors="replace")
+    assert status is not None, "imptrace run and its command stayed stopped: " + text
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 5, text
+    assert "done" in text and "traces in" in text
