@@ -110,7 +110,29 @@ def test_arm64_deb(tmp_path):
     assert elf_machine(str(root / "usr" / "bin" / "imptrace")) == 183
     assert elf_machine(str(root / "usr" / "lib" / "imptrace" / "libimptrace.so")) == 183
     qemu = shutil.which("qemu-aarch64-static")
-    if qemu and os.path.isdir("/usr/aarch64-linux-gnu"):
-        r = subprocess.run([qemu, "-L", "/usr/aarch64-linux-gnu", str(root / "usr" / "bin" / "imptrace"), "help", "run"],
-                           capture_output=True, text=True, timeout=120)
-        assert r.returncode == 0 and "--append" in r.stdout, r.stderr
+    if not qemu or not os.path.isdir("/usr/aarch64-linux-gnu"):
+        pytest.skip("no qemu-aarch64-static or AArch64 C++ runtime (scripts/deps.sh) to run the arm64 binaries")
+    viewer = [qemu, "-L", "/usr/aarch64-linux-gnu", str(root / "usr" / "bin" / "imptrace")]
+    r = subprocess.run(viewer + ["help", "run"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "--append" in r.stdout, r.stderr
+    # The seed scenario in Debian's arm64 CPython (the sysroot scripts/aarch64.sh makes, as
+    # test_aarch64 uses it) with the packaged tracer, explained by the packaged viewer.
+    sysroot = os.path.join(A64, "sysroot")
+    py = os.path.join(sysroot, "usr", "bin", "python3.11")
+    if not os.access(py, os.X_OK):
+        pytest.skip("no arm64 CPython sysroot in %s (scripts/aarch64.sh could not download it)" % sysroot)
+    wrapper = tmp_path / "python3-arm64"
+    wrapper.write_text("#!/bin/sh\nexec %s -L %s -E LD_PRELOAD=\"$A64_PRELOAD\" %s \"$@\"\n" % (qemu, sysroot, py))
+    wrapper.chmod(0o755)
+    out = tmp_path / "traces"
+    run = subprocess.run([sys.executable, SCENARIO, "--build", "bad", "--workdir", str(tmp_path / "bad"),
+                          "--python", str(wrapper), "--runner", "unittest",
+                          "--env", "A64_PRELOAD=" + str(root / "usr" / "lib" / "imptrace" / "libimptrace.so"),
+                          "--env", "IMPTRACE_OUTPUT=%s/" % out],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode != 0 and traces(str(out)), run.stderr[-3000:]
+    why = subprocess.run(viewer + ["why", str(out), "npugraph_ex", "--format", "json"], capture_output=True,
+                         text=True, timeout=300)
+    assert why.returncode == 0, why.stderr
+    entries = json.loads(why.stdout)["entries"]
+    assert entries[0]["via"] == "import" and entries[1]["is_proxy"] and entries[0]["replaced_by"] == entries[1]["object"]
