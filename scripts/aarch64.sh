@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Prepares the AArch64 tests (tests/e2e/test_aarch64.py): the tracer cross-built into
-# build-aarch64/, and a sysroot of Debian's arm64 CPython 3.11 with pytest (the seed
-# failure's platform; run here under qemu-aarch64-static) in build-aarch64/sysroot. Called by
-# test.sh; any step that fails leaves the test to skip with the reason, never fails the
-# run (the sysroot needs Debian's arm64 archive, which a machine may not reach).
+# Prepares the AArch64 tests (tests/e2e/test_aarch64.py, test_package.py): the tracer and
+# the viewer cross-built into build-aarch64/ and packaged as the arm64 .deb, and a sysroot of
+# Debian's arm64 CPython 3.11 with pytest (the seed failure's platform; run here under
+# qemu-aarch64-static) in build-aarch64/sysroot. Called by test.sh; any step that fails
+# leaves the tests to skip with the reason, never fails the run (the sysroot needs Debian's
+# arm64 archive, which a machine may not reach).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=build-aarch64
@@ -12,9 +13,12 @@ if ! command -v aarch64-linux-gnu-g++ >/dev/null || ! command -v qemu-aarch64-st
   log "no cross compiler or qemu: test_aarch64 will skip"; exit 0
 fi
 mkdir -p "$out" && rm -f "$out/build-failed"
+# Tracer and viewer, then the arm64 .deb (build-aarch64/imptrace_<version>_arm64.deb) the
+# same way as the native one; the viewer's man pages are generated under qemu.
 cmake -S . -B "$out" -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/aarch64-linux-gnu.cmake" \
-  -DIMPTRACE_BUILD_VIEWER=OFF -DIMPTRACE_BUILD_TESTS=OFF >/dev/null && cmake --build "$out" -j2 >/dev/null \
-  || { log "cross build failed: test_aarch64 will fail"; touch "$out/build-failed"; exit 0; }
+  -DIMPTRACE_BUILD_VIEWER=ON -DIMPTRACE_BUILD_TESTS=OFF >/dev/null && cmake --build "$out" -j2 >/dev/null \
+  && cmake --build "$out" --target package >/dev/null \
+  || { log "cross build failed: test_aarch64 and test_package will fail"; touch "$out/build-failed"; exit 0; }
 root="$out/sysroot"
 # The arm64 interpreter and what it loads (libgcc_s: glibc's backtrace() dlopens it for
 # native stacks), plus pytest and pytest-xdist with their dependencies, which are

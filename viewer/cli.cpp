@@ -1,5 +1,10 @@
 // Argument parsing and input loading shared by the commands.
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <iostream>
+#include <unistd.h>
 
 #include <memory>
 
@@ -77,6 +82,26 @@ const std::vector<model::Process>& load_for_command(const std::vector<std::strin
   static auto* kept = new std::vector<std::unique_ptr<std::vector<model::Process>>>();
   kept->push_back(std::make_unique<std::vector<model::Process>>(load_or_throw(paths)));
   return *kept->back();
+}
+
+bool colour_terminal() {
+  if (!isatty(STDOUT_FILENO)) return false;
+  if (const char* no = getenv("NO_COLOR"); no && *no) return false;  // no-color.org
+  const char* term = getenv("TERM");
+  return term && *term && strcmp(term, "dumb") != 0;
+}
+
+void write_output_file(const std::string& path, const std::string& content, const char* what) {
+  if (path == "-") {
+    std::cout << content;
+    return;
+  }
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) throw InputError("cannot write " + path + ": " + strerror(errno));
+  f << content;
+  f.close();
+  if (!f) throw InputError("cannot write " + path + ": " + strerror(errno));
+  std::cerr << "imptrace: " << what << " written to " << path << " (" << content.size() << " bytes)\n";
 }
 
 }  // namespace imptrace

@@ -212,8 +212,8 @@ void write_process(JsonWriter& w, const Process& p) {
 
 }  // namespace
 
-void export_json(const std::vector<model::Process>& procs, std::ostream& out) {
-  JsonWriter w(out, true);
+void export_json(const std::vector<model::Process>& procs, std::ostream& out, bool pretty) {
+  JsonWriter w(out, pretty);
   w.begin_object();
   w.field("schema", "imptrace.export/1");
   w.key("processes");
@@ -224,13 +224,13 @@ void export_json(const std::vector<model::Process>& procs, std::ostream& out) {
   w.finish();
 }
 
-void export_chrome(const std::vector<model::Process>& procs, std::ostream& out) {
+void export_chrome(const std::vector<model::Process>& procs, std::ostream& out, bool pretty) {
   // All processes share CLOCK_MONOTONIC, so one timeline shows a whole run; it starts at
   // the earliest process start so timestamps stay small.
   uint64_t base = UINT64_MAX;
   for (const auto& p : procs) base = std::min(base, p.start_monotonic_ns);
   if (procs.empty()) base = 0;
-  JsonWriter w(out, false);
+  JsonWriter w(out, pretty);
   w.begin_object();
   w.key("traceEvents");
   w.begin_array();
@@ -321,14 +321,14 @@ void export_chrome(const std::vector<model::Process>& procs, std::ostream& out) 
 }
 
 int run_export(const std::vector<std::string>& args) {
-  ParsedArgs a = parse_args(args, {"--format"});
+  ParsedArgs a = parse_args(args, {"--format"}, {"--pretty"});
   if (a.positional.empty()) throw UsageError("export needs at least one PATH");
   std::string format = a.get("--format", "json");
   if (format != "json" && format != "chrome")
     throw UsageError("unknown export format '" + format + "' (json or chrome)");
   const auto& procs = load_for_command(a.positional);
-  if (format == "json") export_json(procs, std::cout);
-  else export_chrome(procs, std::cout);
+  if (format == "json") export_json(procs, std::cout, a.has("--pretty"));
+  else export_chrome(procs, std::cout, a.has("--pretty"));
   return 0;
 }
 

@@ -12,6 +12,23 @@ namespace {
 
 constexpr size_t kMaxListed = 20;  // per list, so a pathological run stays readable
 
+// The anomalies `show` lists, one predicate each, so `run`'s closing count agrees with it.
+bool replaced_by_foreign_code(const model::ModulesChange& c) {
+  return !c.by_import_system && c.op == model::ChangeOp::Set && c.old_object.present &&
+         c.new_object.present && c.old_object.id != c.new_object.id;
+}
+// Each (key, proxy) pair once, over sys.modules changes first, then imports.
+std::vector<std::pair<std::string, model::ObjectRef>> proxies_under_keys(const model::Process& p) {
+  std::vector<std::pair<std::string, model::ObjectRef>> out;
+  std::set<std::pair<std::string, uint64_t>> seen;
+  auto add = [&](const std::string& key, const model::ObjectRef& o) {
+    if (o.present && o.is_proxy() && seen.insert({key, o.id}).second) out.emplace_back(key, o);
+  };
+  for (const auto& c : p.modules_changes) add(c.key, c.new_object);
+  for (const auto& im : p.imports) add(im.name, im.object);
+  return out;
+}
+
 // Prints at most kMaxListed lines of a list, then how many more there were.
 struct Lister {
   std::ostream& out;
@@ -77,9 +94,7 @@ void show_process(const model::Process& p, std::ostream& out) {
     any = true;
   };
   for (const auto& c : p.modules_changes) {
-    if (c.by_import_system || c.op != model::ChangeOp::Set || !c.old_object.present ||
-        !c.new_object.present || c.old_object.id == c.new_object.id)
-      continue;
+    if (!replaced_by_foreign_code(c)) continue;
     header();
     if (!replaced.add()) continue;
     out << "    sys.modules['" << c.key << "'] replaced by non-import code: "
@@ -87,15 +102,11 @@ void show_process(const model::Process& p, std::ostream& out) {
     if (!c.stack.empty()) out << "      at " << format_location(rel(c.stack[0])) << "\n";
   }
   replaced.finish();
-  std::set<std::pair<std::string, uint64_t>> seen_proxy_keys;
-  auto proxy_under = [&](const std::string& key, const model::ObjectRef& o) {
-    if (!o.present || !o.is_proxy() || !seen_proxy_keys.insert({key, o.id}).second) return;
+  for (const auto& [key, o] : proxies_under_keys(p)) {
     header();
-    if (!proxy_keys.add()) return;
+    if (!proxy_keys.add()) continue;
     out << "    proxy under sys.modules['" << key << "']: " << describe_object(o) << "\n";
-  };
-  for (const auto& c : p.modules_changes) proxy_under(c.key, c.new_object);
-  for (const auto& im : p.imports) proxy_under(im.name, im.object);
+  }
   proxy_keys.finish();
   for (const auto& b : p.bindings) {
     if (b.status == model::BindingStatus::Bound) continue;
@@ -128,6 +139,20 @@ void show_process(const model::Process& p, std::ostream& out) {
 }
 
 }  // namespace
+
+RunCounts count_run(const std::vector<model::Process>& procs) {
+  RunCounts n;
+  n.processes = procs.size();
+  for (const auto& p : procs) {
+    n.imports += p.imports.size();
+    for (const auto& im : p.imports) n.failed_imports += !im.ok;
+    for (const auto& c : p.modules_changes) n.anomalies += replaced_by_foreign_code(c);
+    n.anomalies += proxies_under_keys(p).size();
+    for (const auto& b : p.bindings) n.anomalies += b.status != model::BindingStatus::Bound;
+    for (const auto& a : p.proxy_accesses) n.anomalies += !a.ok;
+  }
+  return n;
+}
 
 void show_text(const std::vector<model::Process>& procs, std::ostream& out) {
   out << procs.size() << " process" << (procs.size() == 1 ? "" : "es") << "\n";

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <iostream>
 #include <set>
+#include <tuple>
 
 #include "commands.h"
 
@@ -116,8 +117,16 @@ void build_process(const Process& p, const std::string& module, WhyReport& r) {
   std::set<uint64_t> stood_in;  // every object that sat under the key in this process
   for (size_t i = first_entry; i < r.entries.size(); ++i) stood_in.insert(r.entries[i].object.id);
 
-  for (const auto& b : p.bindings)
-    if (b.parent == module) r.children.push_back({p.pid, b});
+  // A child imported again (a retry after a failure, a reload) records its binding again;
+  // the same outcome on the same objects is one fact, listed once.
+  std::set<std::tuple<std::string, uint64_t, uint64_t, int, uint64_t>> seen_bindings;
+  for (const auto& b : p.bindings) {
+    if (b.parent != module) continue;
+    if (!seen_bindings.insert({b.attribute.str(), b.bound_on.id, b.child.id, static_cast<int>(b.status),
+                               b.attribute_value.present ? b.attribute_value.id : 0}).second)
+      continue;
+    r.children.push_back({p.pid, b});
+  }
 
   for (const auto& a : p.proxy_accesses) {
     bool on_entry = a.proxy.present && stood_in.count(a.proxy.id);
@@ -147,8 +156,8 @@ WhyReport build_why(const std::vector<model::Process>& procs, const std::string&
   return r;
 }
 
-void why_json(const WhyReport& r, std::ostream& out) {
-  JsonWriter w(out, true);
+void why_json(const WhyReport& r, std::ostream& out, bool pretty) {
+  JsonWriter w(out, pretty);
   w.begin_object();
   w.field("schema", "imptrace.why/1");
   w.field("module", r.module);
@@ -325,7 +334,7 @@ void why_text(const WhyReport& r, std::ostream& out) {
 }
 
 int run_why(const std::vector<std::string>& args) {
-  ParsedArgs a = parse_args(args, {"--format"});
+  ParsedArgs a = parse_args(args, {"--format"}, {"--pretty"});
   if (a.positional.size() < 2) throw UsageError("why needs PATH... MODULE");
   std::string format = a.get("--format", "text");
   if (format != "text" && format != "json")
@@ -334,7 +343,7 @@ int run_why(const std::vector<std::string>& args) {
   a.positional.pop_back();
   const auto& procs = load_for_command(a.positional);
   WhyReport r = build_why(procs, module);
-  if (format == "json") why_json(r, std::cout);
+  if (format == "json") why_json(r, std::cout, a.has("--pretty"));
   else why_text(r, std::cout);
   return 0;
 }

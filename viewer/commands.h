@@ -44,11 +44,32 @@ std::vector<model::Process> load_or_throw(const std::vector<std::string>& paths)
 // exits, which spares the teardown of large models.
 const std::vector<model::Process>& load_for_command(const std::vector<std::string>& paths);
 
-// ---- show -------------------------------------------------------------------------------
-// `run [-o DIR] -- CMD...`: CMD under the tracer; returns CMD's exit status.
+// Colour for `--color auto`: stdout is a terminal, NO_COLOR is unset or empty, and TERM is
+// set and not "dumb".
+bool colour_terminal();
+
+// Writes a command's whole output to PATH ("-": stdout) and, for a file, says on stderr
+// which file was written; throws InputError when it cannot.
+void write_output_file(const std::string& path, const std::string& content, const char* what);
+
+// ---- run --------------------------------------------------------------------------------
+// `run [-o DIR] [--append] [--] CMD...`: CMD under the tracer; returns CMD's exit status.
 int run_run(const std::vector<std::string>& args);
+// The tracer `run` preloads: $IMPTRACE_LIB when set (an error when unreadable), else
+// EXE_DIR/libimptrace.so (a build tree), else EXE_DIR/../lib/imptrace/libimptrace.so (an
+// installed prefix). Throws InputError naming every place it looked.
+std::string find_tracer_library(const std::string& exe_dir, const char* env_lib);
+// The *.pb files directly in DIR (what the reader reads from a directory).
+size_t count_trace_files(const std::string& dir);
+
+// ---- show -------------------------------------------------------------------------------
 
 int run_show(const std::vector<std::string>& args);
+// The totals `run` prints when the command ends; anomalies are those `show` lists.
+struct RunCounts {
+  size_t processes = 0, imports = 0, failed_imports = 0, anomalies = 0;
+};
+RunCounts count_run(const std::vector<model::Process>& procs);
 void show_text(const std::vector<model::Process>& procs, std::ostream& out);
 
 // ---- tree -------------------------------------------------------------------------------
@@ -58,9 +79,10 @@ void tree_text(const std::vector<model::Process>& procs, std::ostream& out);
 // ---- export -----------------------------------------------------------------------------
 int run_export(const std::vector<std::string>& args);
 // The contract's `imptrace.export/1` document.
-void export_json(const std::vector<model::Process>& procs, std::ostream& out);
+// JSON is compact (one line) unless `pretty`.
+void export_json(const std::vector<model::Process>& procs, std::ostream& out, bool pretty = false);
 // Trace Event JSON (Perfetto, chrome://tracing).
-void export_chrome(const std::vector<model::Process>& procs, std::ostream& out);
+void export_chrome(const std::vector<model::Process>& procs, std::ostream& out, bool pretty = false);
 
 // ---- why --------------------------------------------------------------------------------
 int run_why(const std::vector<std::string>& args);
@@ -103,7 +125,7 @@ struct WhyReport {
   std::vector<WhyImport> imports;
 };
 WhyReport build_why(const std::vector<model::Process>& procs, const std::string& module);
-void why_json(const WhyReport& report, std::ostream& out);
+void why_json(const WhyReport& report, std::ostream& out, bool pretty = false);
 void why_text(const WhyReport& report, std::ostream& out);
 
 // ---- shared rendering helpers (text_format.cpp) ----------------------------------------

@@ -124,7 +124,7 @@ std::string role_of(const model::Process& p);
 
 // Renderers.
 void write_text(const Result& r, std::ostream& out, bool color);
-void write_json(const Result& r, std::ostream& out);
+void write_json(const Result& r, std::ostream& out, bool pretty = false);
 // Markdown for an issue tracker: summary table, details in <details> blocks; the whole
 // document stays under `max_bytes` (a note says what was left out).
 constexpr size_t kMarkdownMaxBytes = 60 * 1024 - 1024;

@@ -172,8 +172,8 @@ void write_text(const Result& r, std::ostream& out, bool color) {
                           : "Result: no finding at warning or above.\n");
 }
 
-void write_json(const Result& r, std::ostream& out) {
-  JsonWriter w(out, true);
+void write_json(const Result& r, std::ostream& out, bool pretty) {
+  JsonWriter w(out, pretty);
   w.begin_object();
   w.field("schema", "imptrace.diff/1");
   w.key("good");
@@ -218,15 +218,28 @@ void write_json(const Result& r, std::ostream& out) {
   w.finish();
 }
 
+// The headline counts what the table lists (one row per top-level finding), by severity;
+// related findings appear only in the details, so they are counted apart.
+static std::string markdown_headline_counts(const Result& r) {
+  size_t by[3] = {0, 0, 0}, related = 0;
+  for (const auto& f : r.findings) {
+    ++by[f.severity == Severity::Error ? 0 : f.severity == Severity::Warning ? 1 : 2];
+    related += f.related.size();
+  }
+  std::string s = "**" + std::to_string(r.findings.size()) + "** finding" + (r.findings.size() == 1 ? "" : "s") +
+                  " (" + std::to_string(by[0]) + " error, " + std::to_string(by[1]) + " warning, " +
+                  std::to_string(by[2]) + " info), most likely root cause first";
+  if (related) s += "; " + std::to_string(related) + " related finding" + (related == 1 ? "" : "s") + " in their details";
+  return s + ".";
+}
+
 void write_markdown(const Result& r, std::ostream& out, size_t max_bytes) {
   std::string doc;
   doc += "## imptrace diff\n\n";
   doc += "good: " + std::to_string(r.good.processes.size()) + " process(es), " +
          std::to_string(r.good.imports) + " imports; bad: " +
          std::to_string(r.bad.processes.size()) + " process(es), " +
-         std::to_string(r.bad.imports) + " imports. **" +
-         std::to_string(r.count(Severity::Warning)) +
-         "** finding(s) at warning or above (related ones included); most likely root cause first.\n\n";
+         std::to_string(r.bad.imports) + " imports. " + markdown_headline_counts(r) + "\n\n";
   const std::string reserve_note =
       "\n> **Truncated** to stay under 60 KB: NNNNNN of NNNNNN findings shown; run "
       "`imptrace diff --format json` for all.\n";
@@ -344,7 +357,7 @@ diff::Options parse_diff_options(const ParsedArgs& a) {
 
 int run_diff(const std::vector<std::string>& args) {
   ParsedArgs a = parse_args(args, {"--format", "--slower-threshold", "--slower-min-ms", "--context", "--color"},
-                            {"--fail-on-slower"});
+                            {"--fail-on-slower", "--pretty"});
   if (a.positional.size() != 2) throw UsageError("diff needs GOOD BAD (each a trace file or a directory)");
   std::string format = a.get("--format", "text");
   if (format != "text" && format != "json" && format != "markdown" && format != "md")
@@ -358,10 +371,10 @@ int run_diff(const std::vector<std::string>& args) {
   diff::Result r = diff::diff_runs(good, bad, opts);
   r.good.paths = {a.positional[0]};
   r.bad.paths = {a.positional[1]};
-  if (format == "json") diff::write_json(r, std::cout);
+  if (format == "json") diff::write_json(r, std::cout, a.has("--pretty"));
   else if (format == "markdown" || format == "md") diff::write_markdown(r, std::cout);
   else {
-    bool tty = color == "always" || (color == "auto" && isatty(STDOUT_FILENO) && !getenv("NO_COLOR"));
+    bool tty = color == "always" || (color == "auto" && colour_terminal());
     diff::write_text(r, std::cout, tty);
   }
   return r.exit_status();

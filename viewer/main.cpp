@@ -10,41 +10,14 @@
 
 #include "commands.h"
 #include "diff.h"
+#include "help.h"
+#include "imptrace_git.h"
 
 namespace {
 
-const char kUsage[] =
-    "usage: imptrace {show PATH... | tree PATH | why PATH... MODULE [--format text|json] |"
-    " export PATH... --format json|chrome | diff GOOD BAD [--format text|json|markdown] |"
-    " report GOOD BAD -o FILE.html | run [-o DIR] -- CMD ARGS... | help | --version}";
-
-const char kHelp[] =
-    "imptrace: see what CPython's import system did in a traced run.\n"
-    "\n"
-    "Commands (PATH is a trace file or a directory of *.pb traces, one per process):\n"
-    "  show PATH...                     processes, counts, failed imports, anomalies\n"
-    "  tree PATH                        nested import tree with cumulative and self ms\n"
-    "  why PATH... MODULE [--format text|json]\n"
-    "                                   everything that sat under sys.modules[MODULE],\n"
-    "                                   its children's bindings and proxy accesses\n"
-    "  export PATH... [--format json|chrome]\n"
-    "                                   all events as JSON (imptrace.export/1) or as\n"
-    "                                   Trace Event JSON for Perfetto/chrome://tracing\n"
-    "  diff GOOD BAD [--format text|json|markdown] [--slower-threshold 3x,50ms]\n"
-    "                [--fail-on-slower]  a passing and a failing run side by side, most\n"
-    "                                   likely root cause first; exit 1 when any finding\n"
-    "                                   is warning or above (timing findings are info\n"
-    "                                   unless --fail-on-slower)\n"
-    "  report GOOD BAD -o FILE.html     the diff as one self-contained HTML page\n"
-    "  run [-o DIR] -- CMD ARGS...      run CMD with the tracer preloaded, one trace per\n"
-    "                                   process in DIR (default ./imptrace-traces)\n"
-    "  help                             this text\n"
-    "  --version                        the version\n"
-    "\n"
-    "Exit status: 0 success, 2 usage or input error.\n";
-
 // To add a command (e.g. `diff`): declare run_<name> in commands.h, implement it in
-// cmd_<name>.cpp (added to imptrace_analysis in CMakeLists.txt), and list it here.
+// cmd_<name>.cpp (added to imptrace_analysis in CMakeLists.txt), list it here and give it
+// its help in help.cpp.
 struct Command {
   const char* name;
   int (*run)(const std::vector<std::string>&);
@@ -60,29 +33,69 @@ const Command kCommands[] = {
     {"run", imptrace::run_run},
 };
 
+// The command being run, for the usage line after a usage error.
+const imptrace::help::CommandHelp* g_current = nullptr;
+
+std::string version_text() {
+  return std::string("imptrace ") + IMPTRACE_VERSION_STRING + " (" + IMPTRACE_GIT_DESCRIPTION + ")";
+}
+
+// `help [--man] [COMMAND]`.
+int run_help(const std::vector<std::string>& args) {
+  g_current = imptrace::help::find("help");
+  bool man = false;
+  const imptrace::help::CommandHelp* which = nullptr;
+  for (const auto& a : args) {
+    if (a == "--man") man = true;
+    else if (a == "--help" || a == "-h") which = imptrace::help::find("help");
+    else if (!a.empty() && a[0] == '-') throw imptrace::UsageError("help: unknown option " + a);
+    else if (which) throw imptrace::UsageError("help takes one COMMAND");
+    else if (!(which = imptrace::help::find(a))) throw imptrace::UsageError("help: no command '" + a + "'");
+  }
+  if (man) imptrace::help::write_man(which, version_text().substr(9), std::cout);
+  else if (which) imptrace::help::write_command(*which, std::cout);
+  else imptrace::help::write_general(std::cout);
+  return 0;
+}
+
+// Does ARGS ask for the command's help? Options end at "--" and, for `run`, where CMD
+// starts (`imptrace run python --help` is python's help).
+bool asks_for_help(const std::string& cmd, const std::vector<std::string>& args) {
+  for (const auto& a : args) {
+    if (a == "--") return false;
+    if (a == "--help" || a == "-h") return true;
+    if (cmd == "run" && (a.empty() || a[0] != '-')) return false;
+  }
+  return false;
+}
+
 int dispatch(int argc, char** argv) {
   if (argc < 2) throw imptrace::UsageError("no command given");
   std::string cmd = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
   if (cmd == "--version" || cmd == "version") {
     if (!args.empty()) throw imptrace::UsageError(cmd + " takes no arguments");
-    std::cout << "imptrace " << IMPTRACE_VERSION_STRING << "\n";
+    std::cout << version_text() << "\n";
     return 0;
   }
-  if (cmd == "help" || cmd == "--help" || cmd == "-h") {
-    std::cout << kUsage << "\n\n" << kHelp;
-    return 0;
-  }
+  if (cmd == "help" || cmd == "--help" || cmd == "-h") return run_help(args);
   for (const auto& c : kCommands) {
     if (cmd != c.name) continue;
-    for (const auto& a : args)
-      if (a == "--help" || a == "-h") {
-        std::cout << kUsage << "\n";
-        return 0;
-      }
+    g_current = imptrace::help::find(cmd);
+    if (asks_for_help(cmd, args)) {
+      imptrace::help::write_command(*g_current, std::cout);
+      return 0;
+    }
     return c.run(args);
   }
   throw imptrace::UsageError("unknown command '" + cmd + "'");
+}
+
+std::string usage() {
+  if (g_current)
+    return std::string("usage: imptrace ") + g_current->name + " " + g_current->synopsis +
+           "   (imptrace help " + g_current->name + ")";
+  return imptrace::help::usage_line();
 }
 
 }  // namespace
@@ -97,7 +110,7 @@ int main(int argc, char** argv) {
     }
     return status;
   } catch (const imptrace::UsageError& e) {
-    std::cerr << "imptrace: " << e.what() << "\n" << kUsage << "\n";
+    std::cerr << "imptrace: " << e.what() << "\n" << usage() << "\n";
   } catch (const imptrace::InputError& e) {
     std::cerr << "imptrace: " << e.what() << "\n";
   } catch (const std::bad_alloc&) {

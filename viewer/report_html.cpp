@@ -81,8 +81,20 @@ void timeline(const model::Process& p, const std::string& label,
                      [](const model::Import* a, const model::Import* b) { return a->duration_ns() > b->duration_ns(); });
     tops.resize(300);
   }
+  // The finding's module is often nested (a submodule imported by a top-level import), so
+  // a bar is red when its import or one nested in it is of a module named in findings.
+  std::set<const model::Import*> hot_bars;
+  for (const auto& im : p.imports) {
+    if (!hot.count(im.name)) continue;
+    const model::Import* root = &im;
+    for (size_t guard = 0; root->parent_pos >= 0 && static_cast<size_t>(root->parent_pos) < p.imports.size() &&
+                           guard < p.imports.size(); ++guard)
+      root = &p.imports[static_cast<size_t>(root->parent_pos)];
+    hot_bars.insert(root);
+  }
   std::map<uint64_t, std::vector<const model::Import*>> by_thread;
   for (const auto* im : tops) by_thread[im->thread].push_back(im);
+  size_t red = 0;
   for (const auto& kv : by_thread) {
     out << "<div class=\"tl\" title=\"thread " << kv.first << "\">";
     for (const auto* im : kv.second) {
@@ -90,14 +102,19 @@ void timeline(const model::Process& p, const std::string& label,
       double width = std::max(0.15, 100.0 * static_cast<double>(im->duration_ns()) / static_cast<double>(end));
       char pos[96];
       snprintf(pos, sizeof pos, "left:%.3f%%;width:%.3f%%", left, width);
-      out << "<div style=\"" << pos << "\"" << (hot.count(im->name) ? " class=\"hot\"" : "")
+      bool is_hot = hot_bars.count(im) > 0;
+      red += is_hot;
+      out << "<div style=\"" << pos << "\"" << (is_hot ? " class=\"hot\"" : "")
           << " title=\"" << esc(im->name) << " " << format_ms(im->duration_ns()) << " ms"
           << (im->ok ? "" : " FAILED") << "\">" << esc(im->name) << "</div>";
     }
     out << "</div>\n";
   }
+  // The legend names only what is drawn.
   out << "<p class=\"muted\">0 – " << format_ms(end) << " ms; top-level imports"
-      << (tops.size() == 300 ? " (the 300 longest)" : "") << "; red: modules named in findings.</p>\n";
+      << (tops.size() == 300 ? " (the 300 longest)" : "");
+  if (red) out << "; red (" << red << "): the import of a module named in findings, or one that imported it";
+  out << ".</p>\n";
 }
 
 }  // namespace
@@ -187,7 +204,7 @@ int run_report(const std::vector<std::string>& args) {
                             {"--fail-on-slower"});
   if (a.positional.size() != 2) throw UsageError("report needs GOOD BAD -o FILE.html");
   std::string path = a.get("-o", a.get("--output", ""));
-  if (path.empty()) throw UsageError("report needs -o FILE.html");
+  if (path.empty()) throw UsageError("report needs -o FILE.html (or -o - for stdout)");
   diff::Options opts = parse_diff_options(a);
   const auto& good = load_for_command({a.positional[0]});
   const auto& bad = load_for_command({a.positional[1]});
@@ -196,12 +213,8 @@ int run_report(const std::vector<std::string>& args) {
   r.bad.paths = {a.positional[1]};
   std::ostringstream html;
   diff::write_html(r, good, bad, html);
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) throw InputError("cannot write " + path + ": " + strerror(errno));
-  f << html.str();
-  f.close();
-  if (!f) throw InputError("cannot write " + path + ": " + strerror(errno));
-  return 0;
+  write_output_file(path, html.str(), "report");
+  return r.exit_status();
 }
 
 }  // namespace imptrace

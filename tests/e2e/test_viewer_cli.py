@@ -56,6 +56,8 @@ def test_run_traces_every_process_and_keeps_exit_status(tmp_path):
                        capture_output=True, text=True, timeout=60, cwd=str(tmp_path))
     assert r.returncode == 3
     assert len(traces(str(tmp_path / "out"))) == 2
-    assert "2 trace file(s)" in r.stderr
+    assert "2 processes" in r.stderr
     assert call("run", "-o").returncode == 2 and call("run").returncode == 2
-    assert call("run", "--", "/no/such/program").returncode == 127
+    missing = subprocess.run([VIEWER, "run", "--", "/no/such/program"], capture_output=True, text=True,
+                             timeout=60, cwd=str(tmp_path))
+    assert missing.returncode == 127
