@@ -42,7 +42,7 @@ void text_finding(const Finding& f, std::ostream& out, bool color, const std::st
   const char* on = color ? colour_of(f.severity) : "";
   const char* off = color ? "\x1b[0m" : "";
   out << indent << label << on << pad(severity_name(f.severity), 8) << off
-      << pad(f.kind, 22) << " " << clean(f.module.empty() ? "-" : f.module) << "\n";
+      << pad(kind_name(f.kind), 22) << " " << clean(f.module.empty() ? "-" : f.module) << "\n";
   std::string in = indent + std::string(label.size(), ' ') + "  ";
   out << in << clean(f.summary) << "\n";
   if (!f.good.empty()) out << in << "good: " << clean(f.good) << "\n";
@@ -75,7 +75,7 @@ void run_json(JsonWriter& w, const RunSummary& s) {
 
 void finding_json(JsonWriter& w, const Finding& f, bool with_related) {
   w.begin_object();
-  w.field("kind", f.kind);
+  w.field("kind", kind_name(f.kind));
   w.field("severity", severity_name(f.severity));
   w.field_or_null("module", f.module);
   w.field("summary", f.summary);
@@ -238,10 +238,10 @@ void write_markdown(const Result& r, std::ostream& out, size_t max_bytes) {
   size_t n = 0;
   for (const auto& f : r.findings) {
     ++n;
-    rows.push_back("| " + std::to_string(n) + " | " + severity_name(f.severity) + " | " + f.kind +
+    rows.push_back("| " + std::to_string(n) + " | " + severity_name(f.severity) + " | " + kind_name(f.kind) +
                    " | " + md_cell(f.module, 80) + " | " + md_cell(f.summary) + " |\n");
     std::ostringstream d;
-    d << "<details><summary>" << n << ". " << severity_name(f.severity) << " " << f.kind << ": "
+    d << "<details><summary>" << n << ". " << severity_name(f.severity) << " " << kind_name(f.kind) << ": "
       << md_cell(f.module, 80) << "</summary>\n\n```\n";
     std::ostringstream body;
     text_finding(f, body, false, "", "");

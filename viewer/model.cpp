@@ -14,6 +14,10 @@ std::string object_token(const ObjectRef& o) {
   return buf;
 }
 
+bool is_importlib_frame(const Location& loc) {
+  return loc.file.compare(0, 18, "<frozen importlib.") == 0;
+}
+
 std::string Import::error_text() const {
   if (ok) return "";
   if (error_type.empty() && error_message.empty()) return "failed";
