@@ -38,7 +38,7 @@ Finding binding_finding(const std::vector<BindingRep>& items, const BindingFact*
   std::string what = who + " bound on " + describe(bd.bound_on, (*pf.norm)(bd.bound_on.file));
   std::string replaced_by;
   if (bf.rel == kLaterReplaced) {
-    const KeyHistory* parent = pf.keys.find(bd.parent);
+    const KeyHistory* parent = pf.history->find(bd.parent);
     if (parent && bf.replaced_by >= 0) {
       EntryText e = materialize(pf, parent->entries[bf.replaced_by]);
       replaced_by = describe(e.obj, e.origin);

@@ -74,31 +74,32 @@ std::string worker_of(const Process& p) { return env_of(p, "PYTEST_XDIST_WORKER"
 
 
 // ---- sys.modules histories -------------------------------------------------------------
-std::string relation_text(const EntryFact& e) {
-  if (e.rel == kSameAsKey) return "same object as under '" + std::string(e.rel_key) + "'";
-  if (e.rel == kSameAsEntry) return "same as entry #" + std::to_string(e.rel_entry + 1);
+std::string relation_text(const KeyEntry& e) {
+  if (e.relation == model::Relation::SameAsKey) return "same object as under '" + std::string(e.same_as_key) + "'";
+  if (e.relation == model::Relation::SameAsEntry) return "same as entry #" + std::to_string(e.same_as_entry + 1);
   return "new object";
 }
 
-std::string origin_text(PathNorm& norm, const EntryFact& e) {
-  if (!e.obj->file.empty()) return norm(e.obj->file);
-  return e.origin_raw ? norm(*e.origin_raw) : std::string();
+std::string origin_text(PathNorm& norm, const KeyEntry& e) {
+  if (!e.object->file.empty()) return norm(e.object->file);
+  if (!e.import) return std::string();
+  return norm(e.import->origin.empty() ? e.import->file : e.import->origin);
 }
 
-EntryText materialize(const ProcFacts& f, const EntryFact& l) {
+EntryText materialize(const ProcFacts& f, const KeyEntry& l) {
   PathNorm& norm = *f.norm;
   EntryText e;
-  e.obj = *l.obj;
+  e.obj = *l.object;
   e.via_import = l.via_import;
   e.before_trace = l.before_trace;
   e.origin = origin_text(norm, l);
   e.relation = relation_text(l);
-  if (l.stack_raw)
-    for (size_t i = 0; i < l.stack_raw->size() && e.stack.size() < 4; ++i)
-      if (!model::is_importlib_frame((*l.stack_raw)[i])) e.stack.push_back(norm.loc((*l.stack_raw)[i]));
+  if (const std::vector<Location>* stack = l.stack())
+    for (size_t i = 0; i < stack->size() && e.stack.size() < 4; ++i)
+      if (!model::is_importlib_frame((*stack)[i])) e.stack.push_back(norm.loc((*stack)[i]));
   if (!e.stack.empty()) e.set_by = e.stack[0];
-  else if (l.set_by_raw) e.set_by = norm.loc(*l.set_by_raw);
-  if (l.test) e.test = *l.test;
+  else if (l.import) e.set_by = norm.loc(l.import->importer);
+  if (const model::Str* test = l.test()) e.test = *test;
   e.removed = l.removed;
   return e;
 }
@@ -111,119 +112,27 @@ std::vector<EntryText> materialize(const ProcFacts& f, const KeyHistory& h) {
 
 namespace {
 
-// Everything that sat under each sys.modules key, in time order, with its relation to
-// earlier entries, and each key's structural signature.
-void build_history(ProcFacts& f) {
-  const Process& p = *f.p;
+// The process's sys.modules histories (key_history.h) and each key's structural signature.
+// Import-system entries do not carry their origin in it (that is origin_changed's
+// business); assigned objects do.
+void build_key_facts(ProcFacts& f) {
   PathNorm& norm = *f.norm;
-  struct Ev {
-    uint64_t t;
-    uint32_t i;
-    uint8_t order;
-  };
-  std::vector<Ev> evs;
-  evs.reserve(p.modules_changes.size() + p.imports.size());
-  prefault_capacity(evs);
-  for (size_t i = 0; i < p.modules_changes.size(); ++i)
-    evs.push_back({p.modules_changes[i].time_ns, static_cast<uint32_t>(i), 0});
-  for (size_t i = 0; i < p.imports.size(); ++i)
-    if (p.imports[i].ok && p.imports[i].object.present)
-      evs.push_back({p.imports[i].end_ns, static_cast<uint32_t>(i), 1});
-  std::stable_sort(evs.begin(), evs.end(), [](const Ev& a, const Ev& b) {
-    return a.t != b.t ? a.t < b.t : a.order < b.order;
-  });
-  f.keys.reserve(p.imports.size() + 16);
-  f.first_key_of.reserve(p.imports.size() + 16);
-
-  auto history = [&](std::string_view key) -> KeyHistory& { return *f.keys.emplace(key).first; };
-  auto push = [&](KeyHistory& h, std::string_view key, const ObjectRef& obj, bool via_import,
-                  uint64_t t) -> EntryFact& {
-    EntryFact e;
-    e.obj = &obj;
-    e.via_import = via_import;
-    e.time_ns = t;
-    auto fk = f.first_key_of.emplace(obj.id);
-    if (fk.second) {
-      *fk.first = key;
-    } else {
-      if (*fk.first != key) {
-        e.rel = kSameAsKey;
-        e.rel_key = *fk.first;
-      } else {
-        e.rel = kSameAsEntry;
-        for (size_t i = 0; i < h.entries.size(); ++i)
-          if (h.entries[i].obj->id == obj.id) {
-            e.rel_entry = static_cast<uint32_t>(i);
-            break;
-          }
-      }
-    }
-    if (obj.is_proxy()) h.has_proxy = true;
-    h.entries.push_back(e);
-    h.current = static_cast<int64_t>(h.entries.size() - 1);
-    return h.entries.back();
-  };
-
-  for (const auto& ev : evs) {
-    if (ev.order == 0) {
-      const auto& c = p.modules_changes[ev.i];
-      if (c.op == model::ChangeOp::Clear) {
-        for (auto& h : f.keys.values())
-          if (h.current >= 0) {
-            h.entries[h.current].removed = true;
-            h.current = -1;
-          }
-        continue;
-      }
-      KeyHistory& h = history(c.key);
-      if (c.old_object.present &&
-          (h.current < 0 || h.entries[h.current].obj->id != c.old_object.id)) {
-        EntryFact& e = push(h, c.key, c.old_object, true, 0);
-        e.before_trace = true;
-      }
-      if (c.op == model::ChangeOp::Set && c.new_object.present) {
-        if (h.current >= 0 && h.entries[h.current].obj->id == c.new_object.id) continue;
-        EntryFact& e = push(h, c.key, c.new_object, c.by_import_system, c.time_ns);
-        e.stack_raw = &c.stack;
-        e.test = &c.test;
-      } else if (c.op == model::ChangeOp::Delete && h.current >= 0) {
-        h.entries[h.current].removed = true;
-        if (!c.stack.empty()) h.entries[h.current].removed_at_raw = &c.stack[0];
-        h.current = -1;
-      }
-    } else {
-      const Import& im = p.imports[ev.i];
-      KeyHistory& h = history(im.name);
-      EntryFact* e;
-      if (h.current < 0 || h.entries[h.current].obj->id != im.object.id) {
-        // Import-system insertions the tracer did not record as changes: the module sat
-        // there from the import's start (its children get bound before it returns).
-        e = &push(h, im.name, im.object, true, im.begin_ns);
-        e->test = &im.test;
-      } else {
-        e = &h.entries[h.current];
-      }
-      if (!e->origin_raw) e->origin_raw = im.origin.empty() ? &im.file : &im.origin;
-      if (!e->set_by_raw) e->set_by_raw = &im.importer;
-    }
-  }
-
-  // Signatures: structure only. Import-system entries do not carry their origin (that is
-  // origin_changed's business); assigned objects do.
+  f.history.reset(new model::ModulesHistory(*f.p));
   static const uint64_t kModuleHash = hash_text("module");
-  for (auto& h : f.keys.values()) {
+  f.key_sig.resize(f.history->size());
+  for (size_t k = 0; k < f.history->size(); ++k) {
     uint64_t sig = 0x51;
-    for (const auto& e : h.entries) {
+    for (const auto& e : f.history->history(k).entries) {
       sig = mix(sig, e.before_trace ? 3 : e.via_import ? 1 : 2);
-      sig = mix(sig, e.obj->is_plain_module() ? kModuleHash : hash_text(e.obj->type));
-      sig = mix(sig, e.obj->is_proxy() ? 7 : 5);
-      if (!e.via_import) sig = mix(sig, hash_text(origin_text(norm, e)));
-      sig = mix(sig, e.rel);
-      if (e.rel == kSameAsKey) sig = mix(sig, hash_text(e.rel_key));
-      if (e.rel == kSameAsEntry) sig = mix(sig, e.rel_entry);
+      sig = mix(sig, e.object->is_plain_module() ? kModuleHash : hash_text(e.object->type));
+      sig = mix(sig, e.object->is_proxy() ? 7 : 5);
+      if (!e.before_trace && !e.via_import) sig = mix(sig, hash_text(origin_text(norm, e)));
+      sig = mix(sig, static_cast<uint64_t>(e.relation));
+      if (e.relation == model::Relation::SameAsKey) sig = mix(sig, hash_text(e.same_as_key));
+      if (e.relation == model::Relation::SameAsEntry) sig = mix(sig, e.same_as_entry);
       sig = mix(sig, e.removed ? 11 : 13);
     }
-    h.sig = sig;
+    f.key_sig[k] = sig;
   }
 }
 
@@ -277,7 +186,7 @@ void build_binding_facts(ProcFacts& f) {
   for (const auto& b : p.bindings) {
     BindingFact bf;
     bf.b = &b;
-    const KeyHistory* parent = f.keys.find(b.parent);
+    const KeyHistory* parent = f.history->find(b.parent);
     if (!b.bound_on.present || !parent || parent->entries.empty()) {
       bf.rel = kUnknown;
     } else {
@@ -285,14 +194,14 @@ void build_binding_facts(ProcFacts& f) {
       int64_t at = -1;
       for (size_t i = 0; i < es.size(); ++i)
         if (es[i].time_ns <= b.time_ns) at = static_cast<int64_t>(i);
-      const EntryFact* last = parent->current >= 0 ? &es[parent->current] : nullptr;
-      if (at >= 0 && es[at].obj->id == b.bound_on.id) {
-        if (last && last->obj->id == b.bound_on.id) {
+      const KeyEntry* last = parent->current >= 0 ? &es[parent->current] : nullptr;
+      if (at >= 0 && es[at].object->id == b.bound_on.id) {
+        if (last && last->object->id == b.bound_on.id) {
           bf.rel = kCurrent;
         } else {
           bf.rel = kLaterReplaced;
           for (size_t i = at + 1; i < es.size(); ++i)
-            if (es[i].obj->id != b.bound_on.id) {
+            if (es[i].object->id != b.bound_on.id) {
               bf.replaced_by = static_cast<int64_t>(i);
               break;
             }
@@ -300,7 +209,7 @@ void build_binding_facts(ProcFacts& f) {
       } else {
         bf.rel = kOther;
         for (const auto& e : es)
-          if (e.obj->id == b.bound_on.id) bf.rel = kStale;
+          if (e.object->id == b.bound_on.id) bf.rel = kStale;
       }
     }
     if (bf.anomalous()) {
@@ -322,7 +231,7 @@ void build_access_facts(ProcFacts& f) {
   for (const auto& a : p.proxy_accesses) {
     AccessFact af;
     af.a = &a;
-    const std::string_view* fk = a.proxy.present ? f.first_key_of.find(a.proxy.id) : nullptr;
+    const std::string_view* fk = a.proxy.present ? f.history->first_key_of(a.proxy.id) : nullptr;
     if (fk) af.story = *fk;
     else if (!a.proxy.name.empty()) af.story = a.proxy.name;
     else af.story = a.forwarded_to.name;
@@ -386,10 +295,10 @@ void build_duplicate_facts(ProcFacts& f) {
     for (const auto& n : names) sig += " " + n;
     f.duplicates.emplace_back(sig, names[0]);
   }
-  for (size_t k = 0; k < f.keys.size(); ++k) {
-    std::string_view key = f.keys.key(k);
-    for (const auto& e : f.keys.value(k).entries) {
-      if (!e.obj->is_plain_module() || e.rel != kSameAsKey) continue;
+  for (size_t k = 0; k < f.history->size(); ++k) {
+    std::string_view key = f.history->key(k);
+    for (const auto& e : f.history->history(k).entries) {
+      if (!e.object->is_plain_module() || e.relation != model::Relation::SameAsKey) continue;
       f.duplicates.emplace_back("module object under two names: " + std::string(key) + " " +
                                     relation_text(e),
                                 std::string(key));
@@ -406,7 +315,7 @@ void build_facts(ProcFacts& f) {
   f.worker = worker_of(p);
   f.role = f.group + (f.worker.empty() ? "" : " [xdist " + f.worker + "]");
   build_module_facts(f);
-  build_history(f);
+  build_key_facts(f);
   build_binding_facts(f);
   build_access_facts(f);
   build_duplicate_facts(f);

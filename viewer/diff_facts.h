@@ -13,12 +13,15 @@
 #include <vector>
 
 #include "diff.h"
+#include "key_history.h"
 #include "ordered_table.h"
 
 namespace imptrace {
 namespace diff {
 
 using model::Import;
+using model::KeyEntry;
+using model::KeyHistory;
 using model::Location;
 using model::ObjectRef;
 using model::Process;
@@ -85,25 +88,7 @@ class PathNorm {
 };
 
 // ---- per-process facts -------------------------------------------------------------------
-enum RelKind : uint8_t { kNew = 0, kSameAsKey = 1, kSameAsEntry = 2 };
-
-struct EntryFact {
-  const ObjectRef* obj = nullptr;
-  const model::Str* origin_raw = nullptr;   // obj->file or the import's origin
-  const Location* set_by_raw = nullptr;
-  const std::vector<Location>* stack_raw = nullptr;
-  const model::Str* test = nullptr;
-  const Location* removed_at_raw = nullptr;
-  uint64_t time_ns = 0;
-  std::string_view rel_key;
-  uint32_t rel_entry = 0;
-  uint8_t rel = kNew;
-  bool via_import = true;
-  bool before_trace = false;
-  bool removed = false;
-};
-
-// The same, materialised for a finding's text.
+// A key's entry materialised for a finding's text.
 struct EntryText {
   ObjectRef obj;
   bool via_import = true;
@@ -114,45 +99,6 @@ struct EntryText {
   std::vector<Location> stack;      // relativized, a few frames
   std::string test;
   bool removed = false;
-};
-
-// A key's entries. Nearly every key holds one object for the whole run: the first entry
-// sits inline, so 100,000s of keys cost no allocation each; later ones go to `rest_`.
-class EntryList {
- public:
-  size_t size() const { return n_; }
-  bool empty() const { return n_ == 0; }
-  EntryFact& operator[](size_t i) { return i ? rest_[i - 1] : first_; }
-  const EntryFact& operator[](size_t i) const { return i ? rest_[i - 1] : first_; }
-  EntryFact& back() { return (*this)[n_ - 1]; }
-  void push_back(const EntryFact& e) {
-    if (n_) rest_.push_back(e);
-    else first_ = e;
-    ++n_;
-  }
-  template <class L, class T> struct Iter {
-    L* list;
-    size_t i;
-    T& operator*() const { return (*list)[i]; }
-    Iter& operator++() { ++i; return *this; }
-    bool operator!=(const Iter& o) const { return i != o.i; }
-  };
-  Iter<EntryList, EntryFact> begin() { return {this, 0}; }
-  Iter<EntryList, EntryFact> end() { return {this, n_}; }
-  Iter<const EntryList, const EntryFact> begin() const { return {this, 0}; }
-  Iter<const EntryList, const EntryFact> end() const { return {this, n_}; }
-
- private:
-  EntryFact first_;
-  std::vector<EntryFact> rest_;
-  size_t n_ = 0;
-};
-
-struct KeyHistory {
-  EntryList entries;
-  int64_t current = -1;
-  uint64_t sig = 0;
-  bool has_proxy = false;
 };
 
 struct ProcFacts;
@@ -200,11 +146,11 @@ struct ProcFacts {
   int index = 0;
   std::string group, worker, role;
   std::unique_ptr<PathNorm> norm;
-  NameTable<KeyHistory> keys;                     // in order of first appearance
+  std::unique_ptr<model::ModulesHistory> history;  // what sat under each sys.modules key
+  std::vector<uint64_t> key_sig;                   // per key of `history`: its structure
   NameTable<ModFacts> mods;                       // in first-import order
   std::vector<uint32_t> main_seq;                 // positions in imports, main thread
   std::vector<uint32_t> mod_of;                   // per import: its position in `mods`
-  OrderedTable<uint64_t, std::string_view, IdHash> first_key_of;
   std::vector<BindingFact> bindings;
   std::vector<AccessFact> accesses;
   std::vector<std::pair<std::string, std::string>> duplicates;  // (sig, module)
@@ -221,9 +167,9 @@ std::string basename_of(const std::string& path);
 
 // An entry of a key's history as text: "same object as under 'x'", "same as entry #2",
 // "new object"; its relativized origin; the whole entry with its stack (a few frames).
-std::string relation_text(const EntryFact& e);
-std::string origin_text(PathNorm& norm, const EntryFact& e);
-EntryText materialize(const ProcFacts& f, const EntryFact& e);
+std::string relation_text(const KeyEntry& e);
+std::string origin_text(PathNorm& norm, const KeyEntry& e);
+EntryText materialize(const ProcFacts& f, const KeyEntry& e);
 std::vector<EntryText> materialize(const ProcFacts& f, const KeyHistory& h);
 
 }  // namespace diff

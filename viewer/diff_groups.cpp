@@ -14,13 +14,13 @@ void Group::build() {
   }
   for (const ProcFacts* f : procs) {
     if (!solo) {
-      own_keys.reserve(own_keys.size() + f->keys.size());
+      own_keys.reserve(own_keys.size() + f->history->size());
       own_mods.reserve(own_mods.size() + f->mods.size());
-      for (size_t i = 0; i < f->keys.size(); ++i) {
-        const KeyHistory& h = f->keys.value(i);
-        KeyUnion& gk = *own_keys.emplace(f->keys.key(i)).first;
-        if (!gk.first.first) gk.first = {f, &h};
-        else if (!gk.has(h.sig)) gk.more.emplace_back(f, &h);
+      for (size_t i = 0; i < f->history->size(); ++i) {
+        KeyRep rep = KeyRep::of(f, i);
+        KeyUnion& gk = *own_keys.emplace(f->history->key(i)).first;
+        if (!gk.first.proc) gk.first = rep;
+        else if (!gk.has(rep.sig)) gk.more.push_back(rep);
       }
       for (size_t i = 0; i < f->mods.size(); ++i) {
         const ModFacts& m = f->mods.value(i);

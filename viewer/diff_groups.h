@@ -18,17 +18,25 @@ struct Group {
   std::string key;
   std::vector<ProcFacts*> procs;
   // Union over the group, each with a representative. One map entry per module name.
-  using KeyRep = std::pair<const ProcFacts*, const KeyHistory*>;
+  // A key's history in one process of the group.
+  struct KeyRep {
+    const ProcFacts* proc = nullptr;
+    const KeyHistory* history = nullptr;
+    uint64_t sig = 0;
+    static KeyRep of(const ProcFacts* f, size_t position) {
+      return {f, &f->history->history(position), f->key_sig[position]};
+    }
+  };
   struct KeyUnion {
-    KeyRep first{nullptr, nullptr};
+    KeyRep first;
     std::vector<KeyRep> more;  // other signatures, rare (xdist workers, subprocesses)
     template <class Fn> void each(Fn&& fn) const {
       fn(first);
       for (const auto& x : more) fn(x);
     }
     bool has(uint64_t sig) const {
-      bool found = first.second->sig == sig;
-      for (const auto& x : more) found |= x.second->sig == sig;
+      bool found = first.sig == sig;
+      for (const auto& x : more) found |= x.sig == sig;
       return found;
     }
   };
@@ -47,9 +55,9 @@ struct Group {
   // group's view.
   const KeyUnion* find_key(std::string_view name, KeyUnion& scratch) const {
     if (solo) {
-      const KeyHistory* h = solo->keys.find(name);
-      if (!h) return nullptr;
-      scratch.first = {solo, h};
+      int64_t at = solo->history->position(name);
+      if (at < 0) return nullptr;
+      scratch.first = KeyRep::of(solo, static_cast<size_t>(at));
       return &scratch;
     }
     return own_keys.find(name);
@@ -57,9 +65,9 @@ struct Group {
   template <class Fn> void each_key(Fn&& fn) const {
     if (solo) {
       KeyUnion k;
-      for (size_t i = 0; i < solo->keys.size(); ++i) {
-        k.first = {solo, &solo->keys.value(i)};
-        fn(solo->keys.key(i), k);
+      for (size_t i = 0; i < solo->history->size(); ++i) {
+        k.first = KeyRep::of(solo, i);
+        fn(solo->history->key(i), k);
       }
       return;
     }

@@ -97,7 +97,7 @@ void compare_key_histories(const Group& g, const Group& b, Findings& out) {
   b.each_key([&](std::string_view name, const Group::KeyUnion& bk) {
     const Group::KeyUnion* gk = g.find_key(name, gscratch);
     bool all_known = gk != nullptr;
-    if (all_known) bk.each([&](const Group::KeyRep& bad) { all_known &= gk->has(bad.second->sig); });
+    if (all_known) bk.each([&](const Group::KeyRep& bad) { all_known &= gk->has(bad.sig); });
     if (!all_known) keys.push_back(name);
   });
   // In the bad group's first-import order, for stable output.
@@ -108,30 +108,30 @@ void compare_key_histories(const Group& g, const Group& b, Findings& out) {
   for (std::string_view key : keys) {
     const Group::KeyUnion* gk = g.find_key(key, gscratch);
     b.find_key(key, bscratch)->each([&](const Group::KeyRep& bad) {
-      const KeyHistory& bh = *bad.second;
+      const KeyHistory& bh = *bad.history;
       const KeyHistory* gh = nullptr;
       const ProcFacts* gp = nullptr;
       if (gk) {
-        if (gk->has(bh.sig)) return;
-        gh = gk->first.second;
-        gp = gk->first.first;
+        if (gk->has(bad.sig)) return;
+        gh = gk->first.history;
+        gp = gk->first.proc;
       }
-      std::vector<EntryText> be = materialize(*bad.first, bh);
+      std::vector<EntryText> be = materialize(*bad.proc, bh);
       std::string k(key);
       if (!gh) {
         // A key the good run never had: only a proxy or a replacement is worth an
         // identity finding (plain additions are module_added).
-        if (bh.has_proxy) proxy_finding(k, be, nullptr, *bad.first, role, out);
-        else if (be.size() > 1) replaced_finding(k, be, nullptr, *bad.first, role, out);
+        if (bh.has_proxy) proxy_finding(k, be, nullptr, *bad.proc, role, out);
+        else if (be.size() > 1) replaced_finding(k, be, nullptr, *bad.proc, role, out);
         return;
       }
       std::vector<EntryText> ge = materialize(*gp, *gh);
       bool proxy_new = bh.has_proxy && !gh->has_proxy;
       bool replaced = be.size() > 1 || ge.size() > 1 ||
                       (!be.empty() && !ge.empty() && be[0].via_import != ge[0].via_import);
-      if (replaced) replaced_finding(k, be, &ge, *bad.first, role, out);
-      if (proxy_new) proxy_finding(k, be, &ge, *bad.first, role, out);
-      if (!replaced && !proxy_new) replaced_finding(k, be, &ge, *bad.first, role, out);
+      if (replaced) replaced_finding(k, be, &ge, *bad.proc, role, out);
+      if (proxy_new) proxy_finding(k, be, &ge, *bad.proc, role, out);
+      if (!replaced && !proxy_new) replaced_finding(k, be, &ge, *bad.proc, role, out);
     });
   }
 }
