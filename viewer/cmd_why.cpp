@@ -15,10 +15,7 @@ using model::Process;
 
 model::Location first_frame(const std::vector<model::Location>& stack,
                             const std::vector<std::string>& roots) {
-  if (stack.empty()) return {};
-  model::Location loc = stack[0];
-  loc.file = model::relativize_path(loc.file, roots);
-  return loc;
+  return stack.empty() ? model::Location{} : model::relative_location(stack[0], roots);
 }
 
 // Where the code that put an entry there was: the change's innermost frame, else (put
@@ -26,9 +23,7 @@ model::Location first_frame(const std::vector<model::Location>& stack,
 model::Location arrived_at(const model::KeyEntry& e, const std::vector<std::string>& roots) {
   if (e.change) return first_frame(e.change->stack, roots);
   if (e.before_trace || !e.import) return {};
-  model::Location importer = e.import->importer;
-  importer.file = model::relativize_path(importer.file, roots);
-  return importer;
+  return model::relative_location(e.import->importer, roots);
 }
 
 // The key's history (key_history.h) as WhyEntry records.
@@ -51,10 +46,7 @@ void add_entries(const Process& p, const model::KeyHistory& h, const std::vector
         if (e.origin.empty()) e.origin = ke.import->origin;
         e.loader = ke.import->loader;
       }
-      if (e.set_by.empty()) {
-        e.set_by = ke.import->importer;
-        e.set_by.file = model::relativize_path(ke.import->importer.file, roots);
-      }
+      if (e.set_by.empty()) e.set_by = model::relative_location(ke.import->importer, roots);
     }
     e.removed = ke.removed;
     if (ke.removal) e.removed_at = first_frame(ke.removal->stack, roots);
@@ -74,8 +66,7 @@ void build_process(const Process& p, const std::string& module, WhyReport& r) {
     WhyImport wi;
     wi.process = p.pid;
     wi.import = im;
-    wi.importer = im.importer;
-    wi.importer.file = model::relativize_path(im.importer.file, roots);
+    wi.importer = model::relative_location(im.importer, roots);
     r.imports.push_back(std::move(wi));
   }
   const size_t first_entry = r.entries.size();
@@ -122,10 +113,7 @@ void why_json(const WhyReport& r, std::ostream& out) {
   w.field("schema", "imptrace.why/1");
   w.field("module", r.module);
 
-  w.key("entries");
-  w.begin_array();
-  for (const auto& e : r.entries) {
-    w.begin_object();
+  w.object_array("entries", r.entries, [&](const WhyEntry& e) {
     w.field("object", model::object_token(e.object));
     w.field("type", e.object.type);
     w.field("is_module", e.object.is_plain_module());
@@ -146,15 +134,10 @@ void why_json(const WhyReport& r, std::ostream& out) {
     w.field("time_ns", e.time_ns);
     w.field_or_null("test", e.test);
     w.field("precision", e.precise ? "exact" : "at_boundary");
-    w.end_object();
-  }
-  w.end_array();
+  });
 
-  w.key("children");
-  w.begin_array();
-  for (const auto& c : r.children) {
+  w.object_array("children", r.children, [&](const WhyChild& c) {
     const auto& b = c.binding;
-    w.begin_object();
     w.field("name", b.attribute);
     w.field("module", b.child_module());
     w.field_or_null("bound_on", model::object_token(b.bound_on));
@@ -165,15 +148,10 @@ void why_json(const WhyReport& r, std::ostream& out) {
     w.field_or_null("attribute_value", model::object_token(b.attribute_value));
     w.field("time_ns", b.time_ns);
     w.field_or_null("test", b.test);
-    w.end_object();
-  }
-  w.end_array();
+  });
 
-  w.key("proxy_accesses");
-  w.begin_array();
-  for (const auto& pa : r.proxy_accesses) {
+  w.object_array("proxy_accesses", r.proxy_accesses, [&](const WhyProxyAccess& pa) {
     const auto& a = pa.access;
-    w.begin_object();
     w.field("object", model::object_token(a.proxy));
     w.field("attribute", a.attribute);
     w.field("outcome", a.outcome());
@@ -187,14 +165,9 @@ void why_json(const WhyReport& r, std::ostream& out) {
     w.field_or_null("result", model::object_token(a.result));
     w.field("time_ns", a.time_ns);
     w.field("from_import_system", a.from_import_system);
-    w.end_object();
-  }
-  w.end_array();
+  });
 
-  w.key("imports");
-  w.begin_array();
-  for (const auto& wi : r.imports) {
-    w.begin_object();
+  w.object_array("imports", r.imports, [&](const WhyImport& wi) {
     w.field("process", wi.process);
     w.field("ok", wi.import.ok);
     w.field_or_null("error", wi.import.error_text());
@@ -206,9 +179,7 @@ void why_json(const WhyReport& r, std::ostream& out) {
     w.field("begin_ns", wi.import.begin_ns);
     w.field("end_ns", wi.import.end_ns);
     w.field_or_null("test", wi.import.test);
-    w.end_object();
-  }
-  w.end_array();
+  });
   w.end_object();
   w.finish();
 }

@@ -58,18 +58,13 @@ void run_json(JsonWriter& w, const RunSummary& s) {
   w.begin_object();
   w.string_array("paths", s.paths);
   w.field("imports", s.imports);
-  w.key("processes");
-  w.begin_array();
-  for (const auto& p : s.processes) {
-    w.begin_object();
+  w.object_array("processes", s.processes, [&](const ProcessSummary& p) {
     w.field("pid", p.pid);
     w.field("role", p.role);
     w.string_array("argv", p.argv);
     w.field("imports", p.imports);
     w.field_or_null("python", p.python);
-    w.end_object();
-  }
-  w.end_array();
+  });
   w.end_object();
 }
 
@@ -184,10 +179,7 @@ void write_json(const Result& r, std::ostream& out) {
   w.begin_array();
   for (const auto& f : r.findings) finding_json(w, f, true);
   w.end_array();
-  w.key("pairs");
-  w.begin_array();
-  for (const auto& p : r.pairs) {
-    w.begin_object();
+  w.object_array("pairs", r.pairs, [&](const PairInfo& p) {
     w.field("role", p.role);
     if (p.good >= 0) w.field("good_pid", r.good.processes[p.good].pid); else w.null_field("good_pid");
     if (p.bad >= 0) w.field("bad_pid", r.bad.processes[p.bad].pid); else w.null_field("bad_pid");
@@ -204,9 +196,7 @@ void write_json(const Result& r, std::ostream& out) {
       w.string_array("bad_context", d.bad_context);
       w.end_object();
     }
-    w.end_object();
-  }
-  w.end_array();
+  });
   w.key("thresholds");
   w.begin_object();
   w.field("slower_ratio", r.options.slower_ratio);

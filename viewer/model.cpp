@@ -87,8 +87,12 @@ std::string Process::relativize(const std::string& path) const {
 }
 
 Location Process::relative(const Location& loc) const {
+  return relative_location(loc, sys_path_roots());
+}
+
+Location relative_location(const Location& loc, const std::vector<std::string>& roots) {
   Location out = loc;
-  out.file = relativize(loc.file);
+  out.file = relativize_path(loc.file, roots);
   return out;
 }
 

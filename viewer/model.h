@@ -322,6 +322,9 @@ struct Process {
 // directory prefix of it ("/x/site-packages/a/b.py" with root "/x/site-packages" ->
 // "a/b.py"). Paths under no root, "<frozen ...>" and other pseudo-files stay unchanged.
 std::string relativize_path(const std::string& path, const std::vector<std::string>& roots);
+// `loc` with its file relativized against `roots` (Process::sys_path_roots(), computed once
+// by a caller that relativizes many).
+Location relative_location(const Location& loc, const std::vector<std::string>& roots);
 
 }  // namespace model
 }  // namespace imptrace

@@ -668,6 +668,33 @@ void reserve_records(ByteSource& src, model::Process& out) {
   prefault_capacity(out.proxy_accesses);
 }
 
+// An unknown top-level scalar (a newer writer may add some): skipped; false when it is
+// not whole.
+bool skip_scalar(ByteSource& src, uint32_t wt) {
+  uint64_t ignored;
+  if (wt == wire::VARINT) return read_varint(src, ignored) == VarintResult::Ok;
+  if (wt == wire::I64 || wt == wire::I32) {
+    uint8_t tmp[8];
+    return src.read(tmp, wt == wire::I64 ? 8 : 4);
+  }
+  return false;
+}
+
+// The first record must be a header of a schema this reader knows.
+bool readable_first_record(uint32_t kind, const model::Process& out, std::string& why) {
+  if (kind != F::Record::header) {
+    why = "not an imptrace trace (first record is not a header)";
+    return false;
+  }
+  if (out.schema_major > F::kSchemaMajor) {
+    why = "trace schema " + std::to_string(out.schema_major) + "." +
+          std::to_string(out.schema_minor) + " is newer than this imptrace reads (" +
+          std::to_string(F::kSchemaMajor) + ".x); use a newer imptrace";
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 // The framing loop shared by every byte source.
@@ -677,10 +704,8 @@ bool decode_trace(ByteSource& src, model::Process& out, std::string& why) {
   Decoder dec(out);
   size_t records = 0, malformed = 0;
   std::vector<uint8_t> buf;
-  bool stop_warned = false;
   auto stop = [&](const std::string& what) {
     out.warnings.push_back(what + "; read the first " + plural(records, "whole record"));
-    stop_warned = true;
   };
 
   for (;;) {
@@ -704,15 +729,7 @@ bool decode_trace(ByteSource& src, model::Process& out, std::string& why) {
       return false;
     }
     if (wt != wire::LEN) {
-      // An unknown top-level scalar: skip it (a newer writer may add some).
-      uint64_t ignored;
-      bool skipped = false;
-      if (wt == wire::VARINT) skipped = read_varint(src, ignored) == VarintResult::Ok;
-      else if (wt == wire::I64 || wt == wire::I32) {
-        uint8_t tmp[8];
-        skipped = src.read(tmp, wt == wire::I64 ? 8 : 4);
-      }
-      if (!skipped) { stop("corrupt data after the last whole record"); break; }
+      if (!skip_scalar(src, wt)) { stop("corrupt data after the last whole record"); break; }
       continue;
     }
     uint64_t len = 0;
@@ -758,22 +775,10 @@ bool decode_trace(ByteSource& src, model::Process& out, std::string& why) {
                : "not an imptrace trace (first record is malformed)";
       return false;
     }
-    if (records == 0) {
-      if (kind != F::Record::header) {
-        why = "not an imptrace trace (first record is not a header)";
-        return false;
-      }
-      if (out.schema_major > F::kSchemaMajor) {
-        why = "trace schema " + std::to_string(out.schema_major) + "." +
-              std::to_string(out.schema_minor) + " is newer than this imptrace reads (" +
-              std::to_string(F::kSchemaMajor) + ".x); use a newer imptrace";
-        return false;
-      }
-    }
+    if (records == 0 && !readable_first_record(kind, out, why)) return false;
     if (!ok) ++malformed;
     ++records;
   }
-  (void)stop_warned;
 
   if (!dec.header_seen) {
     why = records == 0 && src.remaining() == 0 ? "empty file" : "not an imptrace trace";
