@@ -41,11 +41,7 @@ struct Lister {
 
 void show_process(const model::Process& p, std::ostream& out) {
   const auto roots = p.sys_path_roots();
-  auto rel = [&](const model::Location& loc) {
-    model::Location l = loc;
-    l.file = model::relativize_path(loc.file, roots);
-    return l;
-  };
+  auto rel = [&](const model::Location& loc) { return model::relative_location(loc, roots); };
 
   out << "process " << p.pid << " (ppid " << p.ppid;
   if (p.forked_from_pid) out << ", forked from " << p.forked_from_pid;

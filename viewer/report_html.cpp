@@ -54,7 +54,7 @@ var n=r.nextElementSibling;while(n&&n.classList.contains('ev')){n.style.display=
 
 void finding_rows(const Finding& f, size_t n, std::ostream& out, bool related) {
   out << "<tr class=\"f\"><td>" << (related ? "&nbsp;&nbsp;&#8627;" : std::to_string(n)) << "</td><td class=\""
-      << severity_name(f.severity) << "\">" << severity_name(f.severity) << "</td><td>" << esc(f.kind)
+      << severity_name(f.severity) << "\">" << severity_name(f.severity) << "</td><td>" << esc(kind_name(f.kind))
       << "</td><td>" << esc(f.module) << "</td><td>" << esc(f.summary) << "</td></tr>\n";
   std::ostringstream ev;
   if (!f.good.empty()) ev << "good: " << f.good << "\n";
