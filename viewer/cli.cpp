@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "redact.h"
 #include "trace_reader.h"
 
 namespace imptrace {
@@ -82,6 +83,28 @@ const std::vector<model::Process>& load_for_command(const std::vector<std::strin
   static auto* kept = new std::vector<std::unique_ptr<std::vector<model::Process>>>();
   kept->push_back(std::make_unique<std::vector<model::Process>>(load_or_throw(paths)));
   return *kept->back();
+}
+
+const std::vector<model::Process>& load_run_for_command(const std::string& path) {
+  static auto* kept = new std::vector<std::unique_ptr<std::vector<model::Process>>>();
+  auto procs = std::make_unique<std::vector<model::Process>>();
+  std::string error;
+  std::vector<std::string> warnings;
+  bool ok = reader::load_run(path, *procs, error, warnings);
+  for (const auto& w : warnings) std::cerr << "imptrace: " << w << "\n";
+  if (!ok) throw InputError(error);
+  kept->push_back(std::move(procs));
+  return *kept->back();
+}
+
+std::string redacted(const std::string& text, const std::vector<const std::vector<model::Process>*>& runs,
+                     bool html) {
+  return redact::redact_output(text, runs, html);
+}
+
+void write_redacted(const std::string& text, const std::vector<const std::vector<model::Process>*>& runs,
+                    std::ostream& out, bool html) {
+  out << redact::redact_output(text, runs, html);
 }
 
 bool colour_terminal() {

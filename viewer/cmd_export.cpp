@@ -3,6 +3,7 @@
 // Trace Event format that Perfetto and chrome://tracing open.
 #include <algorithm>
 #include <iostream>
+#include <sstream>
 
 #include "commands.h"
 
@@ -289,14 +290,18 @@ void export_chrome(const std::vector<model::Process>& procs, std::ostream& out, 
 }
 
 int run_export(const std::vector<std::string>& args) {
-  ParsedArgs a = parse_args(args, {"--format"}, {"--pretty"});
+  ParsedArgs a = parse_args(args, {"--format"}, {"--pretty", "--redact"});
   if (a.positional.empty()) throw UsageError("export needs at least one PATH");
   std::string format = a.get("--format", "json");
   if (format != "json" && format != "chrome")
     throw UsageError("unknown export format '" + format + "' (json or chrome)");
   const auto& procs = load_for_command(a.positional);
-  if (format == "json") export_json(procs, std::cout, a.has("--pretty"));
-  else export_chrome(procs, std::cout, a.has("--pretty"));
+  std::ostringstream buffer;  // --redact: the whole output, redacted before it is written
+  bool redact = a.has("--redact");
+  std::ostream& out = redact ? buffer : std::cout;
+  if (format == "json") export_json(procs, out, a.has("--pretty"));
+  else export_chrome(procs, out, a.has("--pretty"));
+  if (redact) write_redacted(buffer.str(), {&procs}, std::cout);
   return 0;
 }
 

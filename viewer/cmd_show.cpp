@@ -4,6 +4,7 @@
 // accesses), and what the tracer itself had to say.
 #include <iostream>
 #include <set>
+#include <sstream>
 
 #include "commands.h"
 
@@ -159,9 +160,16 @@ void show_text(const std::vector<model::Process>& procs, std::ostream& out) {
 }
 
 int run_show(const std::vector<std::string>& args) {
-  ParsedArgs a = parse_args(args, {});
+  ParsedArgs a = parse_args(args, {}, {"--redact"});
   if (a.positional.empty()) throw UsageError("show needs at least one PATH");
-  show_text(load_for_command(a.positional), std::cout);
+  const auto& procs = load_for_command(a.positional);
+  if (!a.has("--redact")) {
+    show_text(procs, std::cout);
+    return 0;
+  }
+  std::ostringstream out;
+  show_text(procs, out);
+  write_redacted(out.str(), {&procs}, std::cout);
   return 0;
 }
 

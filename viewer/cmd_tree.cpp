@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iostream>
 #include <map>
+#include <sstream>
 
 #include "commands.h"
 
@@ -68,10 +69,14 @@ void tree_text(const std::vector<model::Process>& procs, std::ostream& out) {
 }
 
 int run_tree(const std::vector<std::string>& args) {
-  ParsedArgs a = parse_args(args, {});
+  ParsedArgs a = parse_args(args, {}, {"--redact"});
   if (a.positional.empty()) throw UsageError("tree needs a PATH");
   if (a.positional.size() > 1) throw UsageError("tree takes one PATH (a file or a directory)");
-  tree_text(load_for_command(a.positional), std::cout);
+  const auto& procs = load_for_command(a.positional);
+  std::ostringstream buffer;  // --redact: the whole output, redacted before it is written
+  bool redact = a.has("--redact");
+  tree_text(procs, redact ? buffer : std::cout);
+  if (redact) write_redacted(buffer.str(), {&procs}, std::cout);
   return 0;
 }
 

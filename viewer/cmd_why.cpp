@@ -5,6 +5,7 @@
 #include <iostream>
 #include <set>
 #include <tuple>
+#include <sstream>
 
 #include "commands.h"
 #include "key_history.h"
@@ -274,7 +275,7 @@ void why_text(const WhyReport& r, std::ostream& out) {
 }
 
 int run_why(const std::vector<std::string>& args) {
-  ParsedArgs a = parse_args(args, {"--format"}, {"--pretty"});
+  ParsedArgs a = parse_args(args, {"--format"}, {"--pretty", "--redact"});
   if (a.positional.size() < 2) throw UsageError("why needs PATH... MODULE");
   std::string format = a.get("--format", "text");
   if (format != "text" && format != "json")
@@ -283,8 +284,12 @@ int run_why(const std::vector<std::string>& args) {
   a.positional.pop_back();
   const auto& procs = load_for_command(a.positional);
   WhyReport r = build_why(procs, module);
-  if (format == "json") why_json(r, std::cout, a.has("--pretty"));
-  else why_text(r, std::cout);
+  std::ostringstream buffer;  // --redact: the whole output, redacted before it is written
+  bool redact = a.has("--redact");
+  std::ostream& out = redact ? buffer : std::cout;
+  if (format == "json") why_json(r, out, a.has("--pretty"));
+  else why_text(r, out);
+  if (redact) write_redacted(buffer.str(), {&procs}, std::cout);
   return 0;
 }
 

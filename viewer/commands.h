@@ -44,6 +44,18 @@ std::vector<model::Process> load_or_throw(const std::vector<std::string>& paths)
 // exits, which spares the teardown of large models.
 const std::vector<model::Process>& load_for_command(const std::vector<std::string>& paths);
 
+// One PATH that must be one run (a side of diff or report): load_for_command, refusing a
+// bundle of several runs with a line naming them (pick one as BUNDLE#RUN).
+const std::vector<model::Process>& load_run_for_command(const std::string& path);
+
+// `--redact`: a command renders its whole output into a string, and this writes it to
+// `out` with user, host and install paths replaced (redact.h), learning the names from
+// `runs`, the text and the viewing machine. `html`: the placeholders are escaped.
+void write_redacted(const std::string& text, const std::vector<const std::vector<model::Process>*>& runs,
+                    std::ostream& out, bool html = false);
+std::string redacted(const std::string& text, const std::vector<const std::vector<model::Process>*>& runs,
+                     bool html = false);
+
 // Colour for `--color auto`: stdout is a terminal, NO_COLOR is unset or empty, and TERM is
 // set and not "dumb".
 bool colour_terminal();
@@ -61,6 +73,10 @@ int run_run(const std::vector<std::string>& args);
 std::string find_tracer_library(const std::string& exe_dir, const char* env_lib);
 // The *.pb files directly in DIR (what the reader reads from a directory).
 size_t count_trace_files(const std::string& dir);
+
+// ---- pack -------------------------------------------------------------------------------
+// `pack RUN... [--redact] -o FILE.tar.gz`: the runs' traces in one bundle (bundle.h).
+int run_pack(const std::vector<std::string>& args);
 
 // ---- show -------------------------------------------------------------------------------
 

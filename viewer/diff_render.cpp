@@ -347,8 +347,8 @@ diff::Options parse_diff_options(const ParsedArgs& a) {
 
 int run_diff(const std::vector<std::string>& args) {
   ParsedArgs a = parse_args(args, {"--format", "--slower-threshold", "--slower-min-ms", "--context", "--color"},
-                            {"--fail-on-slower", "--pretty"});
-  if (a.positional.size() != 2) throw UsageError("diff needs GOOD BAD (each a trace file or a directory)");
+                            {"--fail-on-slower", "--pretty", "--redact"});
+  if (a.positional.size() != 2) throw UsageError("diff needs GOOD BAD (each a trace file, a directory or a bundle)");
   std::string format = a.get("--format", "text");
   if (format != "text" && format != "json" && format != "markdown" && format != "md")
     throw UsageError("unknown diff format '" + format + "' (text, json or markdown)");
@@ -356,17 +356,21 @@ int run_diff(const std::vector<std::string>& args) {
   if (color != "auto" && color != "always" && color != "never")
     throw UsageError("--color wants auto, always or never");
   diff::Options opts = parse_diff_options(a);
-  const auto& good = load_for_command({a.positional[0]});
-  const auto& bad = load_for_command({a.positional[1]});
+  const auto& good = load_run_for_command(a.positional[0]);
+  const auto& bad = load_run_for_command(a.positional[1]);
   diff::Result r = diff::diff_runs(good, bad, opts);
   r.good.paths = {a.positional[0]};
   r.bad.paths = {a.positional[1]};
-  if (format == "json") diff::write_json(r, std::cout, a.has("--pretty"));
-  else if (format == "markdown" || format == "md") diff::write_markdown(r, std::cout);
+  std::ostringstream buffer;  // --redact: the whole output, redacted before it is written
+  bool redact = a.has("--redact");
+  std::ostream& out = redact ? buffer : std::cout;
+  if (format == "json") diff::write_json(r, out, a.has("--pretty"));
+  else if (format == "markdown" || format == "md") diff::write_markdown(r, out);
   else {
     bool tty = color == "always" || (color == "auto" && colour_terminal());
-    diff::write_text(r, std::cout, tty);
+    diff::write_text(r, out, tty);
   }
+  if (redact) write_redacted(buffer.str(), {&good, &bad}, std::cout);
   return r.exit_status();
 }
 

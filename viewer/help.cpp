@@ -9,7 +9,9 @@ namespace imptrace::help {
 
 namespace {
 
-const char kPathNote[] = "PATH is a trace file or a directory of *.pb traces (one run, one file per process).";
+const char kPathNote[] =
+    "PATH is a trace file (.pb or .pb.gz), a directory of *.pb traces (one run, one file per\n"
+    "process), or a bundle made by pack (.tar.gz; BUNDLE#RUN names one of its runs).";
 const char kHelpOption[] = "-h, --help";
 const char kDiffExit[] =
     "0 no finding of severity warning or above, 1 such findings, 2 usage or input error.";
@@ -22,39 +24,41 @@ std::vector<CommandHelp> build() {
   const Option slower_min{"--slower-min-ms MS", "the MS part of --slower-threshold alone"};
   const Option fail_on_slower{"--fail-on-slower", "import_slower findings are warnings (exit 1), not info"};
   const Option context{"--context N", "events shown around the first divergence of import order (default 3)"};
+  const Option redact{"--redact",
+                      "replace home directories, user and host names and install paths with ~, <user>, <host>, <site-packages>, <python>"};
   return {
       {"show", "PATH...", "processes, counts, failed imports, anomalies",
        "What happened in a run, per process: who it was, how many imports (and which failed),\n"
        "sys.modules entries replaced by non-import code, proxies under sys.modules keys,\n"
        "children not bound on their parents, failed attribute accesses through proxies.",
-       {help},
+       {redact, help},
        "0 success, 2 usage or input error."},
       {"tree", "PATH", "nested import tree with cumulative and self ms",
        "The nested import tree of each process, with cumulative and self time in ms.",
-       {help},
+       {redact, help},
        "0 success, 2 usage or input error."},
       {"why", "PATH... MODULE [options]", "one module name's whole story",
        "Everything that sat under sys.modules[MODULE] and who put it there, the bindings of\n"
        "its children, and the attribute accesses through proxies standing in for it.",
-       {{"--format text|json", "text (default) or the imptrace.why/1 JSON document"}, pretty, help},
+       {{"--format text|json", "text (default) or the imptrace.why/1 JSON document"}, pretty, redact, help},
        "0 success, 2 usage or input error."},
       {"export", "PATH... [options]", "all events as JSON, or Trace Event JSON for Perfetto",
        "Every process's imports and events as the imptrace.export/1 JSON document, or as\n"
        "Trace Event JSON that Perfetto and chrome://tracing open.",
-       {{"--format json|chrome", "imptrace.export/1 (default) or Trace Event JSON"}, pretty, help},
+       {{"--format json|chrome", "imptrace.export/1 (default) or Trace Event JSON"}, pretty, redact, help},
        "0 success, 2 usage or input error."},
       {"diff", "GOOD BAD [options]", "a passing and a failing run side by side",
        "A passing (GOOD) and a failing (BAD) run side by side, most likely root cause first.\n"
        "Timing findings (import_slower) are info unless --fail-on-slower.",
        {{"--format text|json|markdown", "text (default), imptrace.diff/1 JSON, or markdown for an issue (under 60 KB)"},
         {"--color auto|always|never", "colour the text (auto: on a terminal, unless NO_COLOR is set or TERM=dumb)"},
-        context, slower_threshold, slower_min, fail_on_slower, pretty, help},
+        context, slower_threshold, slower_min, fail_on_slower, pretty, redact, help},
        kDiffExit},
       {"report", "GOOD BAD -o FILE.html [options]", "the diff as one self-contained HTML page",
        "The diff of GOOD and BAD as one self-contained HTML page (findings, first\n"
        "divergence, timelines), to attach to an issue or a CI job.",
        {{"-o, --output FILE", "where the page goes (required); - writes it to stdout"},
-        context, slower_threshold, slower_min, fail_on_slower, help},
+        context, slower_threshold, slower_min, fail_on_slower, redact, help},
        kDiffExit},
       {"run", "[options] [--] CMD ARGS...", "run CMD under the tracer, one directory per run",
        "Runs CMD with libimptrace.so preloaded; every Python process it starts writes its\n"
@@ -66,6 +70,15 @@ std::vector<CommandHelp> build() {
         {"--append", "with -o: add to the traces already in DIR"},
         help},
        "CMD's status (128+N when signal N ended it; 127 CMD not found), 2 usage or input error."},
+      {"pack", "RUN... [--redact] -o FILE.tar.gz", "runs' traces in one bundle to attach to an issue",
+       "Puts runs (directories, trace files, .pb.gz files or bundles) in one .tar.gz that\n"
+       "GitHub and GitCode accept as an attachment: a directory per run and a manifest.json.\n"
+       "Every trace is checked first. With --redact the traces themselves are rewritten: their\n"
+       "strings (paths, argv, environment) carry placeholders instead of user, host and\n"
+       "install paths, and stay valid traces. Prints the bundle's size per import.",
+       {{"-o, --output FILE", "the bundle to write (required)"},
+        {"--redact", "rewrite the traces' strings: ~, <user>, <host>, <site-packages>, <python>"}, help},
+       "0 success, 2 usage or input error."},
       {"help", "[COMMAND]", "this help, or one command's",
        "The general help, or one command's with each of its options.",
        {{"--man", "the page as man(1) roff (imptrace.1, or imptrace-COMMAND.1 with COMMAND)"}, help},

@@ -30,6 +30,7 @@ const Command kCommands[] = {
     {"export", imptrace::run_export},
     {"diff", imptrace::run_diff},
     {"report", imptrace::run_report},
+    {"pack", imptrace::run_pack},
     {"run", imptrace::run_run},
 };
 

@@ -65,11 +65,17 @@ std::vector<std::string> Process::sys_path_roots() const {
 }
 
 std::string relativize_path(const std::string& path, const std::vector<std::string>& roots) {
-  if (path.empty() || path[0] != '/') return path;  // "<frozen ...>", "<string>", relative
+  // Absolute paths, and those a redacted trace starts with a placeholder (redact.h: "~/",
+  // "<site-packages>/"); "<frozen ...>", "<string>" and relative paths match no root.
+  auto rooted = [](const std::string& p) {
+    return !p.empty() && (p[0] == '/' || p[0] == '~' || (p[0] == '<' && p.find(">/") != std::string::npos) ||
+                          p == "<site-packages>" || p == "<python>");
+  };
+  if (!rooted(path)) return path;
   size_t best = 0;  // length of the prefix to strip, including the separating '/'
   for (std::string root : roots) {
     while (root.size() > 1 && root.back() == '/') root.pop_back();
-    if (root.empty() || root[0] != '/') continue;  // zip files and relative entries
+    if (!rooted(root)) continue;  // zip files and relative entries
     if (root == "/") {
       best = std::max<size_t>(best, 1);
       continue;

@@ -201,19 +201,20 @@ diff::Options parse_diff_options(const ParsedArgs& a);
 
 int run_report(const std::vector<std::string>& args) {
   ParsedArgs a = parse_args(args, {"-o", "--output", "--slower-threshold", "--slower-min-ms", "--context"},
-                            {"--fail-on-slower"});
+                            {"--fail-on-slower", "--redact"});
   if (a.positional.size() != 2) throw UsageError("report needs GOOD BAD -o FILE.html");
   std::string path = a.get("-o", a.get("--output", ""));
   if (path.empty()) throw UsageError("report needs -o FILE.html (or -o - for stdout)");
   diff::Options opts = parse_diff_options(a);
-  const auto& good = load_for_command({a.positional[0]});
-  const auto& bad = load_for_command({a.positional[1]});
+  const auto& good = load_run_for_command(a.positional[0]);
+  const auto& bad = load_run_for_command(a.positional[1]);
   diff::Result r = diff::diff_runs(good, bad, opts);
   r.good.paths = {a.positional[0]};
   r.bad.paths = {a.positional[1]};
   std::ostringstream html;
   diff::write_html(r, good, bad, html);
-  write_output_file(path, html.str(), "report");
+  if (a.has("--redact")) write_output_file(path, redacted(html.str(), {&good, &bad}, true), "report");
+  else write_output_file(path, html.str(), "report");
   return r.exit_status();
 }
 

@@ -29,13 +29,24 @@ bool parse_trace(const uint8_t* data, size_t size, model::Process& out, std::str
 bool read_trace_file(const std::string& path, model::Process& out, std::string& why);
 
 // Expands PATH arguments: a file is read as one process; a directory contributes every
-// regular file in it whose name ends in ".pb" (sorted by name; empty files there are
-// skipped with a warning, a process killed before writing its header leaves one).
+// regular file in it whose name ends in ".pb" or ".pb.gz" (sorted by name; empty files
+// there are skipped with a warning, a process killed before writing its header leaves
+// one); a gzip file is a bundle (bundle.h: every trace of every run in it) or a .pb.gz
+// trace; BUNDLE#RUN is the traces of one run of a bundle.
 // On the first failure returns false with `error` = "<file>: <why>".
 // Warnings (truncation etc.) are left in each Process::warnings and also appended to
 // `warnings` as "<file>: <warning>" lines, for the caller to print to stderr.
+// A process read from a bundle has source_file "BUNDLE#RUN/FILE.pb".
 bool load_traces(const std::vector<std::string>& paths, std::vector<model::Process>& out,
                  std::string& error, std::vector<std::string>& warnings);
+
+// load_traces for one PATH that must be one run (a side of a diff): a bundle holding
+// several runs is an error that names them and says how to pick one (BUNDLE#RUN).
+bool load_run(const std::string& path, std::vector<model::Process>& out, std::string& error,
+              std::vector<std::string>& warnings);
+
+// The bundle run a process was read from ("" when not from a bundle, or at its top level).
+std::string bundle_run_of(const std::string& source_file);
 
 }  // namespace reader
 }  // namespace imptrace

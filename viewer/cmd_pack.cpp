@@ -1,0 +1,291 @@
+// `imptrace pack RUN... [--redact] -o FILE.tar.gz`: runs (directories, trace files,
+// .pb.gz files or bundles) in one bundle (bundle.h) to attach to an issue. Every trace is
+// decoded before it goes in, so a bundle never carries a file the viewer would refuse;
+// with --redact the traces themselves are rewritten (redact.h), not only their views.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dirent.h>
+#include <iostream>
+#include <sstream>
+
+#include "bundle.h"
+#include "commands.h"
+#include "json_writer.h"
+#include "redact.h"
+#include "trace_reader.h"
+
+namespace imptrace {
+namespace {
+
+struct PackedTrace {
+  std::string file;          // name inside the run's directory
+  std::string from;          // where it was read, for messages
+  std::vector<uint8_t> bytes;
+  size_t imports = 0;
+};
+
+struct PackedRun {
+  std::string name;
+  std::vector<PackedTrace> traces;
+};
+
+bool ends_with(const std::string& s, const char* suffix) {
+  size_t n = strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+std::string base_name(std::string p) {
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  size_t slash = p.rfind('/');
+  return slash == std::string::npos ? p : p.substr(slash + 1);
+}
+
+std::string strip_suffixes(std::string n) {
+  for (const char* s : {".gz", ".tgz", ".tar", ".pb"})
+    if (ends_with(n, s)) n.resize(n.size() - strlen(s));
+  return n;
+}
+
+// A name safe as one path component of the archive: letters, digits, '.', '_', '-'.
+std::string member_component(const std::string& raw, const char* fallback) {
+  std::string s;
+  for (char c : raw) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+              c == '_' || c == '-';
+    s += ok ? c : '_';
+  }
+  if (s.empty() || s == "." || s == "..") s = fallback;
+  return s.substr(0, 90);
+}
+
+std::vector<uint8_t> read_whole(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw InputError(path + ": " + strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    throw InputError(path + ": not a regular file");
+  }
+  if (static_cast<uint64_t>(st.st_size) > bundle::kMaxUnpackedBytes) {
+    close(fd);
+    throw InputError(path + ": larger than a bundle member may be (1 GiB)");
+  }
+  std::vector<uint8_t> data(static_cast<size_t>(st.st_size));
+  size_t got = 0;
+  while (got < data.size()) {
+    ssize_t n = ::read(fd, data.data() + got, data.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  close(fd);
+  data.resize(got);
+  return data;
+}
+
+PackedRun& run_named(std::vector<PackedRun>& runs, const std::string& wanted) {
+  std::string name = wanted;
+  for (int n = 2; std::any_of(runs.begin(), runs.end(), [&](const PackedRun& r) { return r.name == name; }); ++n)
+    name = wanted + "-" + std::to_string(n);
+  runs.push_back(PackedRun{name, {}});
+  return runs.back();
+}
+
+void add_file(PackedRun& run, const std::string& path) {
+  PackedTrace t;
+  t.from = path;
+  t.file = strip_suffixes(base_name(path)) + ".pb";
+  t.bytes = read_whole(path);
+  if (bundle::is_gzip(t.bytes.data(), t.bytes.size())) {
+    std::vector<uint8_t> inner;
+    std::string why;
+    if (!bundle::gunzip(t.bytes.data(), t.bytes.size(), inner, why)) throw InputError(path + ": " + why);
+    t.bytes.swap(inner);
+  }
+  run.traces.push_back(std::move(t));
+}
+
+// RUN arguments into runs: a directory is one run (named after it, through symlinks such
+// as imptrace-traces/latest), a trace file one run of one process, a bundle its own runs.
+std::vector<PackedRun> collect(const std::vector<std::string>& inputs) {
+  std::vector<PackedRun> runs;
+  for (const auto& path : inputs) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) throw InputError(path + ": " + strerror(errno));
+    if (S_ISDIR(st.st_mode)) {
+      char real[PATH_MAX];
+      std::string name = base_name(realpath(path.c_str(), real) ? std::string(real) : path);
+      std::vector<std::string> files;
+      if (DIR* d = opendir(path.c_str())) {
+        while (struct dirent* e = readdir(d)) {
+          std::string n = e->d_name;
+          if (ends_with(n, ".pb") || ends_with(n, ".pb.gz")) files.push_back(path + "/" + n);
+        }
+        closedir(d);
+      } else {
+        throw InputError(path + ": " + strerror(errno));
+      }
+      std::sort(files.begin(), files.end());
+      if (files.empty()) throw InputError(path + ": no trace files (*.pb) in this directory");
+      PackedRun& run = run_named(runs, member_component(name, "run"));
+      for (const auto& f : files) add_file(run, f);
+      continue;
+    }
+    if (!S_ISREG(st.st_mode)) throw InputError(path + ": not a regular file or directory");
+    std::string stem = member_component(strip_suffixes(base_name(path)), "run");
+    if (!bundle::is_gzip_file(path)) {
+      add_file(run_named(runs, stem), path);
+      continue;
+    }
+    // A bundle or a .pb.gz: its runs keep their names.
+    std::vector<std::pair<std::string, size_t>> seen;  // run name in the input -> index in runs
+    std::string why;
+    bool ok = bundle::read_file(path, [&](bundle::Member& m, std::string&) {
+      auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& s) { return s.first == m.run; });
+      size_t at;
+      if (it == seen.end()) {
+        run_named(runs, m.run.empty() ? stem : member_component(m.run, "run"));
+        at = runs.size() - 1;
+        seen.emplace_back(m.run, at);
+      } else {
+        at = it->second;
+      }
+      PackedTrace t;
+      t.from = m.name.empty() ? path : path + "#" + m.name;
+      std::string file = m.name.empty() ? base_name(path) : m.name.substr(m.name.rfind('/') + 1);
+      t.file = strip_suffixes(file) + ".pb";
+      t.bytes = std::move(m.bytes);
+      runs[at].traces.push_back(std::move(t));
+      return true;
+    }, why);
+    if (!ok) throw InputError(path + ": " + why);
+  }
+  return runs;
+}
+
+std::string human_bytes(uint64_t n) {
+  char buf[32];
+  if (n >= 10ull << 20) snprintf(buf, sizeof buf, "%.1f MB", n / 1e6);
+  else if (n >= 10ull << 10) snprintf(buf, sizeof buf, "%.1f kB", n / 1e3);
+  else snprintf(buf, sizeof buf, "%llu bytes", static_cast<unsigned long long>(n));
+  return buf;
+}
+
+}  // namespace
+
+int run_pack(const std::vector<std::string>& args) {
+  ParsedArgs a = parse_args(args, {"-o", "--output"}, {"--redact"});
+  if (a.positional.empty()) throw UsageError("pack needs at least one RUN (a directory, a trace file or a bundle)");
+  std::string out_path = a.get("-o", a.get("--output", ""));
+  if (out_path.empty()) throw UsageError("pack needs -o FILE.tar.gz");
+  bool redact = a.has("--redact");
+
+  std::vector<PackedRun> runs = collect(a.positional);
+
+  // Every trace decoded: refused when the viewer would refuse it, counted for the summary.
+  size_t processes = 0, imports = 0;
+  uint64_t raw_bytes = 0;
+  for (auto& run : runs)
+    for (auto& t : run.traces) {
+      model::Process p;
+      std::string why;
+      if (!reader::parse_trace(t.bytes.data(), t.bytes.size(), p, why)) throw InputError(t.from + ": " + why);
+      t.imports = p.imports.size();
+      ++processes;
+      imports += p.imports.size();
+    }
+
+  if (redact) {
+    redact::Redactor r;
+    for (const auto& run : runs)
+      for (const auto& t : run.traces) redact::learn_trace(t.bytes.data(), t.bytes.size(), r);
+    r.learn_local_machine();
+    for (auto& run : runs) {
+      run.name = member_component(r.apply(run.name), "run");
+      for (auto& t : run.traces) {
+        std::vector<uint8_t> clean;
+        std::string why;
+        if (!redact::redact_trace(t.bytes.data(), t.bytes.size(), r, clean, why))
+          throw InputError(t.from + ": " + why);
+        t.bytes.swap(clean);
+        t.file = member_component(r.apply(t.file), "trace.pb");
+      }
+    }
+    // Run names made equal by redaction stay apart.
+    for (size_t i = 0; i < runs.size(); ++i)
+      for (size_t j = 0; j < i; ++j)
+        if (runs[i].name == runs[j].name) {
+          runs[i].name += "-" + std::to_string(i + 1);
+          j = static_cast<size_t>(-1);
+        }
+  }
+
+  std::ostringstream manifest;
+  {
+    JsonWriter w(manifest, true);
+    w.begin_object();
+    w.field("schema", "imptrace.bundle/1");
+    w.field("redacted", redact);
+    w.object_array("runs", runs, [&](const PackedRun& run) {
+      w.field("name", run.name);
+      size_t n_imports = 0;
+      for (const auto& t : run.traces) n_imports += t.imports;
+      w.field("processes", run.traces.size());
+      w.field("imports", n_imports);
+      std::vector<std::string> files;
+      for (const auto& t : run.traces) files.push_back(run.name + "/" + t.file);
+      w.string_array("files", files);
+    });
+    w.end_object();
+    w.finish();
+  }
+
+  std::string tmp = out_path + ".tmp" + std::to_string(getpid());
+  bundle::Writer writer;
+  std::string why;
+  bool ok = writer.open(tmp, why);
+  ok = ok && writer.add("manifest.json", reinterpret_cast<const uint8_t*>(manifest.str().data()),
+                        manifest.str().size(), why);
+  for (const auto& run : runs) {
+    std::vector<std::string> used;
+    for (const auto& t : run.traces) {
+      std::string file = t.file;
+      for (int n = 2; std::find(used.begin(), used.end(), file) != used.end(); ++n)
+        file = strip_suffixes(t.file) + "-" + std::to_string(n) + ".pb";
+      used.push_back(file);
+      raw_bytes += t.bytes.size();
+      ok = ok && writer.add(run.name + "/" + file, t.bytes.data(), t.bytes.size(), why);
+    }
+  }
+  ok = ok && writer.finish(why);
+  if (!ok || rename(tmp.c_str(), out_path.c_str()) != 0) {
+    if (ok) why = strerror(errno);
+    unlink(tmp.c_str());
+    throw InputError("cannot write " + out_path + ": " + why);
+  }
+
+  uint64_t packed = writer.compressed_bytes();
+  char per_import[64] = "no imports";
+  if (imports) snprintf(per_import, sizeof per_import, "%.1f bytes per import", static_cast<double>(packed) / imports);
+  for (const auto& run : runs) {
+    size_t n_imports = 0;
+    for (const auto& t : run.traces) n_imports += t.imports;
+    std::cout << "  " << run.name << ": " << run.traces.size() << " process" << (run.traces.size() == 1 ? "" : "es")
+              << ", " << n_imports << " imports\n";
+  }
+  std::cout << "packed " << runs.size() << " run" << (runs.size() == 1 ? "" : "s") << " (" << processes
+            << " process" << (processes == 1 ? "" : "es") << ", " << imports << " imports"
+            << (redact ? ", redacted" : "") << ") into " << out_path << ": " << human_bytes(packed) << " from "
+            << human_bytes(raw_bytes) << " of traces, " << per_import << "\n";
+  return 0;
+}
+
+}  // namespace imptrace
