@@ -13,6 +13,14 @@ if ! command -v aarch64-linux-gnu-g++ >/dev/null || ! command -v qemu-aarch64-st
   log "no cross compiler or qemu: test_aarch64 will skip"; exit 0
 fi
 mkdir -p "$out" && rm -f "$out/build-failed"
+sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo
+# The viewer links zlib (bundles): the cross compiler finds Debian's arm64 zlib1g-dev in
+# /usr/lib/aarch64-linux-gnu (multiarch), next to the native one.
+if ! dpkg-query -W -f='${Status}' zlib1g-dev:arm64 2>/dev/null | grep -q "install ok installed"; then
+  { dpkg --print-foreign-architectures | grep -qx arm64 || $sudo dpkg --add-architecture arm64; } \
+    && $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq zlib1g-dev:arm64 >/dev/null \
+    || log "cannot install zlib1g-dev:arm64: the cross build of the viewer will fail"
+fi
 # Tracer and viewer, then the arm64 .deb (build-aarch64/imptrace_<version>_arm64.deb) the
 # same way as the native one; the viewer's man pages are generated under qemu.
 cmake -S . -B "$out" -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/aarch64-linux-gnu.cmake" \

@@ -20,6 +20,11 @@ namespace {
 constexpr size_t kBlock = 512;
 constexpr size_t kMaxNameBytes = 4096;    // a GNU long name or pax path
 constexpr size_t kMaxPaxBytes = 1 << 20;  // a pax extended header
+// Deflate cannot do better than about 1032:1, which only runs of one byte reach; traces
+// compress about 10:1. Past kBombFloor of output, a stream inflating more than kBombRatio
+// times its input is refused before it reaches kMaxUnpackedBytes.
+constexpr uint64_t kBombFloor = 64ull << 20;
+constexpr uint64_t kBombRatio = 500;
 
 bool ends_with(const std::string& s, const char* suffix) {
   size_t n = strlen(suffix);
@@ -62,6 +67,12 @@ class GzipStream {
       size_t before = z_.avail_out;
       int rc = inflate(&z_, Z_NO_FLUSH);
       got += before - z_.avail_out;
+      out_total_ += before - z_.avail_out;
+      if (out_total_ > kBombFloor && out_total_ / kBombRatio > in_total_) {
+        error = "gzip data inflating more than " + std::to_string(kBombRatio) +
+                " times its size (a zip bomb?), refused";
+        break;
+      }
       if (rc == Z_STREAM_END) {
         // Another gzip member may follow (concatenated files are one stream).
         started_member_ = false;
@@ -102,6 +113,7 @@ class GzipStream {
       size_t step = std::min<size_t>(mem_left_, 1u << 30);
       z_.next_in = const_cast<Bytef*>(mem_);
       z_.avail_in = static_cast<uInt>(step);
+      in_total_ += step;
       mem_ += step;
       mem_left_ -= step;
       return true;
@@ -113,6 +125,7 @@ class GzipStream {
       if (got == 0) return false;
       z_.next_in = in_.get();
       z_.avail_in = static_cast<uInt>(got);
+      in_total_ += static_cast<uint64_t>(got);
       return true;
     }
   }
@@ -125,6 +138,7 @@ class GzipStream {
   const uint8_t* mem_;
   size_t mem_left_;
   std::unique_ptr<uint8_t[]> in_;
+  uint64_t in_total_ = 0, out_total_ = 0;  // compressed bytes read, bytes inflated
 };
 
 // Reads the rest of the stream (or `limit` bytes) into `out`, growing it as data comes,

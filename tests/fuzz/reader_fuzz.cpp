@@ -1,7 +1,9 @@
 // libFuzzer target for the viewer's trace reader (viewer/trace_reader.h): any byte string
 // is fed to parse_trace; whatever it accepts is then rendered by every read-only command
 // (show, tree, export json/chrome) and diffed against itself, so the model built from a
-// hostile file is exercised too. Must never crash, hang, leak or trip ASan/UBSan.
+// hostile file is exercised too. Bytes that start with the gzip magic go through the
+// bundle reader (bundle.h: gzip, tar, .pb.gz) first, and every trace they hold is also
+// redacted (redact.h) and read back. Must never crash, hang, leak or trip ASan/UBSan.
 #include <cstddef>
 #include <cstdint>
 #include <sstream>
@@ -9,15 +11,51 @@
 #include <vector>
 
 #include "commands.h"
+#include "bundle.h"
 #include "diff.h"
+#include "redact.h"
 #include "trace_reader.h"
 
+namespace {
+
+// A failure is one line of text, never empty.
+void check_reason(const std::string& why) {
+  if (why.empty() || why.find('\n') != std::string::npos) __builtin_trap();
+}
+
+void fuzz_bundle(const uint8_t* data, size_t size) {
+  std::string why;
+  bool ok = imptrace::bundle::read_memory(data, size, [](imptrace::bundle::Member& m, std::string&) {
+    imptrace::model::Process p;
+    std::string pwhy;
+    if (!imptrace::reader::parse_trace(m.bytes.data(), m.bytes.size(), p, pwhy)) {
+      check_reason(pwhy);
+      return true;
+    }
+    imptrace::redact::Redactor r;
+    imptrace::redact::learn_trace(m.bytes.data(), m.bytes.size(), r);
+    std::vector<uint8_t> clean;
+    if (!imptrace::redact::redact_trace(m.bytes.data(), m.bytes.size(), r, clean, pwhy)) return true;
+    imptrace::model::Process q;
+    // A trace the reader accepted stays one after redaction.
+    if (!clean.empty() && !imptrace::reader::parse_trace(clean.data(), clean.size(), q, pwhy) && pwhy != "empty file")
+      __builtin_trap();
+    return true;
+  }, why);
+  if (!ok) check_reason(why);
+}
+
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (imptrace::bundle::is_gzip(data, size)) {
+    fuzz_bundle(data, size);
+    return 0;
+  }
   imptrace::model::Process p;
   std::string why;
   if (!imptrace::reader::parse_trace(data, size, p, why)) {
-    // A failure is one line of text, never empty.
-    if (why.empty() || why.find('\n') != std::string::npos) __builtin_trap();
+    check_reason(why);
     return 0;
   }
   std::vector<imptrace::model::Process> procs{p};

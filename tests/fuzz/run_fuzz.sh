@@ -27,6 +27,14 @@ except ImportError: pass
 import xml.dom' ) || true
   done
 fi
+# Bundles: a compressed trace, a .tar.gz of a run, and a tar member climbing out with "..".
+first=$(ls "$seeds"/*.pb 2>/dev/null | head -n 1 || true)
+[ -n "$first" ] || { printf '\x0a\x02\x08\x01' > "$seeds/tiny.pb"; first=$seeds/tiny.pb; }
+gzip -c "$first" > "$seeds/trace.pb.gz"
+mkdir -p "$bld/tarroot/run" && cp "$first" "$bld/tarroot/run/a.pb"
+tar czf "$seeds/bundle.tar.gz" -C "$bld/tarroot" run
+tar czf "$seeds/dotdot.tar.gz" -C "$bld/tarroot/run" --transform 's,^,../,' a.pb
+rm -rf "$bld/tarroot"
 # libFuzzer prefers small inputs; real traces are larger, so let it read them whole.
 "$bld/reader_fuzz" "$corpus" "$seeds" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
   -max_len=262144 -print_final_stats=1 -artifact_prefix="$bld/artifacts/" 2>&1 | tail -n 25

@@ -1,0 +1,338 @@
+// The bundle format (bundle.h: gzip and tar, reading and writing, refusals) and the
+// redaction mapping (redact.h: strings, whole outputs, traces re-encoded).
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "bundle.h"
+#include "redact.h"
+#include "trace_builder.h"
+#include "trace_reader.h"
+
+namespace imptrace {
+namespace {
+
+using testing::HeaderSpec;
+using testing::ImportSpec;
+using testing::TraceBuilder;
+
+std::string temp_path(const char* name) {
+  return std::string(IMPTRACE_TEST_TMPDIR) + "/" + name + "." + std::to_string(getpid());
+}
+
+std::vector<uint8_t> file_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+std::vector<uint8_t> gzip(const std::vector<uint8_t>& raw) {
+  z_stream z{};
+  EXPECT_EQ(deflateInit2(&z, 6, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::vector<uint8_t> out(deflateBound(&z, raw.size()) + 64);
+  z.next_in = const_cast<Bytef*>(raw.data());
+  z.avail_in = static_cast<uInt>(raw.size());
+  z.next_out = out.data();
+  z.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+// A ustar header block for `name` of `size` bytes and type `type`, checksummed.
+std::vector<uint8_t> tar_header(const std::string& name, uint64_t size, char type = '0',
+                                const std::string& link = "") {
+  std::vector<uint8_t> h(512, 0);
+  memcpy(h.data(), name.data(), std::min<size_t>(name.size(), 100));
+  snprintf(reinterpret_cast<char*>(&h[100]), 8, "%07o", 0644);
+  snprintf(reinterpret_cast<char*>(&h[124]), 12, "%011llo", static_cast<unsigned long long>(size));
+  h[156] = static_cast<uint8_t>(type);
+  memcpy(&h[157], link.data(), std::min<size_t>(link.size(), 100));
+  memcpy(&h[257], "ustar", 6);
+  memcpy(&h[263], "00", 2);
+  memset(&h[148], ' ', 8);
+  unsigned sum = 0;
+  for (uint8_t b : h) sum += b;
+  snprintf(reinterpret_cast<char*>(&h[148]), 8, "%06o", sum);
+  return h;
+}
+
+std::vector<uint8_t> tar_of(const std::string& name, const std::vector<uint8_t>& data, char type = '0',
+                            const std::string& link = "") {
+  std::vector<uint8_t> t = tar_header(name, type == '0' ? data.size() : 0, type, link);
+  if (type == '0') {
+    t.insert(t.end(), data.begin(), data.end());
+    t.resize((t.size() + 511) / 512 * 512, 0);
+  }
+  t.resize(t.size() + 1024, 0);
+  return t;
+}
+
+std::vector<uint8_t> small_trace(const std::string& cwd = "/work/app") {
+  HeaderSpec h;
+  h.cwd = cwd;
+  TraceBuilder b(true, h);
+  auto im = ImportSpec::make(0, "json", 100, 200);
+  im.origin = "/usr/lib/python3.11/json/__init__.py";
+  b.add_import(im);
+  return b.bytes();
+}
+
+// Reads a bundle from memory; returns the members or the refusal.
+struct ReadResult {
+  bool ok;
+  std::string why;
+  std::vector<bundle::Member> members;
+};
+ReadResult read_gz(const std::vector<uint8_t>& gz) {
+  ReadResult r;
+  r.ok = bundle::read_memory(gz.data(), gz.size(), [&](bundle::Member& m, std::string&) {
+    r.members.push_back(m);
+    return true;
+  }, r.why);
+  return r;
+}
+
+TEST(Bundle, WriterAndReaderRoundTrip) {
+  std::string path = temp_path("roundtrip.tar.gz");
+  auto t1 = small_trace(), t2 = small_trace("/other");
+  std::string long_dir(120, 'd');
+  {
+    bundle::Writer w;
+    std::string why;
+    ASSERT_TRUE(w.open(path, why)) << why;
+    const std::string manifest = "{}";
+    ASSERT_TRUE(w.add("manifest.json", reinterpret_cast<const uint8_t*>(manifest.data()), manifest.size(), why));
+    ASSERT_TRUE(w.add("good/a.pb", t1.data(), t1.size(), why)) << why;
+    ASSERT_TRUE(w.add(long_dir + "/b.pb", t2.data(), t2.size(), why)) << why;  // ustar prefix field
+    EXPECT_FALSE(w.add("../evil.pb", t2.data(), t2.size(), why));
+    ASSERT_TRUE(w.finish(why)) << why;
+    EXPECT_GT(w.compressed_bytes(), 0u);
+  }
+  std::vector<bundle::Member> got;
+  std::string why;
+  ASSERT_TRUE(bundle::read_file(path, [&](bundle::Member& m, std::string&) {
+    got.push_back(m);
+    return true;
+  }, why)) << why;
+  ASSERT_EQ(got.size(), 2u);  // the manifest is not a trace
+  EXPECT_EQ(got[0].run, "good");
+  EXPECT_EQ(got[0].name, "good/a.pb");
+  EXPECT_EQ(got[0].bytes, t1);
+  EXPECT_EQ(got[1].run, long_dir);
+  EXPECT_EQ(got[1].bytes, t2);
+
+  // Every command's loader reads it, and BUNDLE#RUN picks a run.
+  std::vector<model::Process> procs;
+  std::vector<std::string> warnings;
+  ASSERT_TRUE(reader::load_traces({path}, procs, why, warnings)) << why;
+  ASSERT_EQ(procs.size(), 2u);
+  EXPECT_EQ(procs[0].source_file, path + "#good/a.pb");
+  EXPECT_EQ(reader::bundle_run_of(procs[0].source_file), "good");
+  procs.clear();
+  EXPECT_FALSE(reader::load_run(path, procs, why, warnings));
+  EXPECT_NE(why.find("2 runs"), std::string::npos) << why;
+  ASSERT_TRUE(reader::load_run(path + "#good", procs, why, warnings)) << why;
+  ASSERT_EQ(procs.size(), 1u);
+  EXPECT_EQ(procs[0].cwd, "/work/app");
+  EXPECT_FALSE(reader::load_traces({path + "#nope"}, procs, why, warnings));
+  EXPECT_NE(why.find("no run named 'nope'"), std::string::npos) << why;
+  unlink(path.c_str());
+}
+
+TEST(Bundle, CompressedTraceAndNestedGz) {
+  auto t = small_trace();
+  ReadResult plain = read_gz(gzip(t));
+  ASSERT_TRUE(plain.ok) << plain.why;
+  ASSERT_EQ(plain.members.size(), 1u);
+  EXPECT_EQ(plain.members[0].run, "");
+  EXPECT_EQ(plain.members[0].bytes, t);
+  ReadResult nested = read_gz(gzip(tar_of("run/x.pb.gz", gzip(t))));
+  ASSERT_TRUE(nested.ok) << nested.why;
+  ASSERT_EQ(nested.members.size(), 1u);
+  EXPECT_EQ(nested.members[0].bytes, t);
+  // Two gzip members one after the other are one stream (as gzip -c a b > c makes).
+  auto half1 = std::vector<uint8_t>(t.begin(), t.begin() + t.size() / 2);
+  auto half2 = std::vector<uint8_t>(t.begin() + t.size() / 2, t.end());
+  auto cat = gzip(half1), g2 = gzip(half2);
+  cat.insert(cat.end(), g2.begin(), g2.end());
+  ReadResult joined = read_gz(cat);
+  ASSERT_TRUE(joined.ok) << joined.why;
+  EXPECT_EQ(joined.members[0].bytes, t);
+}
+
+TEST(Bundle, RefusesHostileArchives) {
+  auto t = small_trace();
+  auto refused = [](const std::vector<uint8_t>& gz, const char* expect) {
+    ReadResult r = read_gz(gz);
+    EXPECT_FALSE(r.ok) << expect;
+    EXPECT_NE(r.why.find(expect), std::string::npos) << r.why;
+    EXPECT_EQ(r.why.find('\n'), std::string::npos) << r.why;
+  };
+  refused(gzip(tar_of("../x.pb", t)), "unsafe path");
+  refused(gzip(tar_of("run/../../x.pb", t)), "unsafe path");
+  refused(gzip(tar_of("/etc/x.pb", t)), "unsafe path");
+  refused(gzip(tar_of("run/x.pb", {}, '2', "/etc/passwd")), "is a link");
+  refused(gzip(tar_of("run/x.pb", {}, '1', "run/y.pb")), "is a link");
+  refused(gzip(tar_of("run/x.pb", {}, '6')), "not a regular file");
+  auto huge = tar_header("run/x.pb", 1ull << 40);
+  refused(gzip(huge), "declares 1024 GiB");
+  auto bad_sum = tar_of("run/x.pb", t);
+  bad_sum[148] = '7';
+  refused(gzip(bad_sum), "checksum");
+  auto cut = gzip(tar_of("run/x.pb", t));
+  cut.resize(cut.size() / 2);
+  refused(cut, "gzip");
+  auto corrupt = gzip(tar_of("run/x.pb", t));
+  for (size_t i = 20; i < 60 && i < corrupt.size(); ++i) corrupt[i] ^= 0x5a;
+  ReadResult r = read_gz(corrupt);
+  EXPECT_FALSE(r.ok);
+  EXPECT_FALSE(r.why.empty());
+  EXPECT_FALSE(bundle::safe_member_path(""));
+  EXPECT_TRUE(bundle::safe_member_path("run/a..b.pb"));
+}
+
+TEST(Bundle, RefusesAZipBombWithoutInflatingIt) {
+  std::vector<uint8_t> zeros(200u << 20, 0);
+  auto bomb = gzip(zeros);
+  zeros = {};
+  std::vector<uint8_t> out;
+  std::string why;
+  EXPECT_FALSE(bundle::gunzip(bomb.data(), bomb.size(), out, why));
+  EXPECT_NE(why.find("zip bomb"), std::string::npos) << why;
+  EXPECT_LT(out.capacity(), 100u << 20);
+}
+
+// ---- redaction ------------------------------------------------------------------------
+
+TEST(Redact, PathsAndNamesGetStablePlaceholders) {
+  redact::Redactor r;
+  r.learn("/home/alice/venv/bin/python");
+  r.add_host("buildbox7.example.com");
+  EXPECT_EQ(r.apply("/home/alice/venv/lib/python3.11/site-packages/torch/__init__.py"),
+            "<site-packages>/torch/__init__.py");
+  EXPECT_EQ(r.apply("/usr/lib/python3/dist-packages/yaml/__init__.py"), "<site-packages>/yaml/__init__.py");
+  EXPECT_EQ(r.apply("/usr/lib/python3.11/json/__init__.py"), "<python>/json/__init__.py");
+  EXPECT_EQ(r.apply("/root/.pyenv/versions/3.12.1/lib/python3.12/os.py"), "<python>/os.py");
+  EXPECT_EQ(r.apply("/home/alice/proj/tests/a.py"), "~/proj/tests/a.py");
+  EXPECT_EQ(r.apply("/tmp/x/home/alice/proj"), "~/proj");
+  EXPECT_EQ(r.apply("/Users/alice"), "~");
+  EXPECT_EQ(r.apply("/root/.pyenv/versions/3.12.1/bin/python"), "~/.pyenv/versions/3.12.1/bin/python");
+  EXPECT_EQ(r.apply("/usr/bin/python3"), "/usr/bin/python3");
+  // User and host names outside home paths, as whole words only.
+  EXPECT_EQ(r.apply("/tmp/pytest-of-alice/t0/x.py"), "/tmp/pytest-of-<user>/t0/x.py");
+  EXPECT_EQ(r.apply("malice and alice@buildbox7"), "malice and <user>@<host>");
+  EXPECT_EQ(r.apply("buildbox7.example.com"), "<host>");
+  // Paths inside text, JSON and markup; the same value the same way every time.
+  EXPECT_EQ(r.apply("error in /home/alice/a.py:12 (\"/home/alice/b.py\")"), "error in ~/a.py:12 (\"~/b.py\")");
+  EXPECT_EQ(r.apply("PYTHONPATH=/home/alice/x:/usr/lib/python3.11"), "PYTHONPATH=~/x:<python>");
+  EXPECT_EQ(r.apply("<td>/home/alice/a.py</td>"), "<td>~/a.py</td>");
+  EXPECT_EQ(r.apply("torch_npu/dynamo/__init__.py"), "torch_npu/dynamo/__init__.py");
+  EXPECT_EQ(r.apply("<frozen importlib._bootstrap>"), "<frozen importlib._bootstrap>");
+  std::string once = r.apply("/home/alice/venv/lib/python3.11/site-packages/a.py /home/alice/b");
+  EXPECT_EQ(r.apply(once), once);  // idempotent
+  redact::Redactor html(true);
+  html.add_user("bob");
+  EXPECT_EQ(html.apply("/opt/x/site-packages/a.py by bob"), "&lt;site-packages&gt;/a.py by &lt;user&gt;");
+  // Generic account names keep their words (their homes are still ~).
+  redact::Redactor g;
+  g.learn("/home/runner/work");
+  EXPECT_EQ(g.apply("test runner in /home/runner/work"), "test runner in ~/work");
+}
+
+TEST(Redact, HomeFromEnvironmentAndMachine) {
+  redact::Redactor r;
+  r.add_home("/var/lib/jenkins/");
+  EXPECT_EQ(r.apply("/var/lib/jenkins/ws/a.py"), "~/ws/a.py");
+  EXPECT_EQ(r.apply("/var/lib/jenkinsx/a.py"), "/var/lib/jenkinsx/a.py");
+  model::Process p;
+  p.argv = {"python", "/home/carol/app.py"};
+  p.env = {{"VIRTUAL_ENV", "/srv/dave/venv"}};
+  r.learn_process(p);
+  EXPECT_EQ(r.users().count("carol"), 1u);
+  EXPECT_EQ(r.apply("carol's run"), "<user>'s run");
+}
+
+TEST(Redact, TraceReencodedStaysValidAndSaysTheSame) {
+  HeaderSpec h;
+  h.argv = {"python", "-m", "pytest", "/home/alice/proj/tests"};
+  h.executable = "/home/alice/.pyenv/versions/3.11.9/bin/python3.11";
+  h.cwd = "/home/alice/proj";
+  h.env = {{"PYTHONPATH", "/home/alice/proj/src"}, {"VIRTUAL_ENV", "/home/alice/venv"}};
+  TraceBuilder b(true, h);
+  b.add_sys_path({"/home/alice/proj", "/home/alice/venv/lib/python3.11/site-packages", ""}, 10);
+  auto im = ImportSpec::make(0, "torch_npu", 100, 200);
+  im.origin = "/home/alice/venv/lib/python3.11/site-packages/torch_npu/__init__.py";
+  im.importer = testing::Loc{"/home/alice/proj/tests/test_a.py", 3, "<module>"};
+  b.add_import(im);
+  b.add_note("could not hook /home/alice/proj/x.so");
+  // A string defined through a prefix (schema minor 1): "/home/alice/proj" + "/b.py".
+  {
+    wire::ByteBuf rec;
+    auto m = wire::begin_message(rec, fields::Record::string_def);
+    wire::put_uint(rec, fields::StringDef::id, 900);
+    wire::put_bytes(rec, fields::StringDef::value, "/home/alice/proj", 16);
+    wire::end_message(rec, m);
+    b.add_raw_record(std::vector<uint8_t>(rec.p, rec.p + rec.n));
+    wire::ByteBuf rec2;
+    m = wire::begin_message(rec2, fields::Record::string_def);
+    wire::put_uint(rec2, fields::StringDef::id, 901);
+    wire::put_bytes(rec2, fields::StringDef::value, "/b.py", 5);
+    wire::put_uint(rec2, fields::StringDef::prefix, 900);
+    wire::end_message(rec2, m);
+    b.add_raw_record(std::vector<uint8_t>(rec2.p, rec2.p + rec2.n));
+  }
+  auto raw = b.bytes();
+  std::vector<uint8_t> zeros(4096, 0);  // a reserve tail: dropped
+  raw.push_back(0x7a);                  // Trace.unwritten (field 15, LEN)
+  raw.push_back(0x80);
+  raw.push_back(0x20);
+  raw.insert(raw.end(), zeros.begin(), zeros.end());
+
+  redact::Redactor r;
+  redact::learn_trace(raw.data(), raw.size(), r);
+  EXPECT_EQ(r.users().count("alice"), 1u);
+  std::vector<uint8_t> clean;
+  std::string why;
+  ASSERT_TRUE(redact::redact_trace(raw.data(), raw.size(), r, clean, why)) << why;
+  std::string text(clean.begin(), clean.end());
+  EXPECT_EQ(text.find("alice"), std::string::npos);
+  EXPECT_EQ(text.find("/home"), std::string::npos);
+  EXPECT_LT(clean.size(), raw.size());
+
+  model::Process before, after;
+  ASSERT_TRUE(reader::parse_trace(raw.data(), raw.size(), before, why)) << why;
+  ASSERT_TRUE(reader::parse_trace(clean.data(), clean.size(), after, why)) << why;
+  EXPECT_TRUE(after.warnings.empty()) << after.warnings[0];
+  EXPECT_EQ(after.argv, (std::vector<std::string>{"python", "-m", "pytest", "~/proj/tests"}));
+  EXPECT_EQ(after.executable, "~/.pyenv/versions/3.11.9/bin/python3.11");
+  EXPECT_EQ(after.cwd, "~/proj");
+  EXPECT_EQ(after.env[1].second, "~/venv");
+  ASSERT_EQ(after.imports.size(), 1u);
+  EXPECT_EQ(after.imports[0].origin.str(), "<site-packages>/torch_npu/__init__.py");
+  // Locations compare as they did: relative to the (redacted) sys.path entries.
+  EXPECT_EQ(after.relativize(after.imports[0].origin), before.relativize(before.imports[0].origin));
+  EXPECT_EQ(after.relative(after.imports[0].importer).file.str(), "tests/test_a.py");
+  ASSERT_EQ(after.notes.size(), 1u);
+  EXPECT_EQ(after.notes[0].text, "could not hook ~/proj/x.so");
+
+  // Not a trace: refused with a reason.
+  std::vector<uint8_t> junk{0x0a, 0x02, 0x10, 0x01};
+  EXPECT_FALSE(redact::redact_trace(junk.data(), junk.size(), r, clean, why));
+}
+
+TEST(Redact, WholeOutputLearnsFromTheRuns) {
+  model::Process p;
+  p.cwd = "/home/erin/proj";
+  std::vector<model::Process> run{p};
+  std::string out = redact::redact_output("cwd /home/erin/proj, tmp /tmp/pytest-of-erin/x\n", {&run}, false);
+  EXPECT_EQ(out, "cwd ~/proj, tmp /tmp/pytest-of-<user>/x\n");
+}
+
+}  // namespace
+}  // namespace imptrace
