@@ -35,7 +35,7 @@ class PathNorm {
     while (cwd_.size() > 1 && cwd_.back() == '/') cwd_.pop_back();
     for (std::string r : roots_) {
       while (r.size() > 1 && r.back() == '/') r.pop_back();
-      if (r.size() > 1 && r[0] == '/') trimmed_.push_back(r);
+      if (r.size() > 1 && model::rooted_path(r)) trimmed_.push_back(r);
     }
   }
   const std::string& operator()(const std::string& path) {
@@ -47,7 +47,7 @@ class PathNorm {
   // "..." marker): compares like operator() without allocating.
   std::string_view view(const std::string& path) const {
     std::string_view v(path);
-    if (path.empty() || path[0] != '/') return v;
+    if (!model::rooted_path(path)) return v;
     size_t best = 0;
     for (const auto& r : trimmed_)
       if (r.size() > best && path.size() > r.size() + 1 && path.compare(0, r.size(), r) == 0 &&
@@ -70,7 +70,7 @@ class PathNorm {
 
  private:
   std::string compute(const std::string& path) const {
-    if (path.empty() || path[0] != '/') return path;
+    if (!model::rooted_path(path)) return path;
     std::string r = model::relativize_path(path, roots_);
     if (r != path) return r;
     if (!cwd_.empty() && cwd_ != "/" && path.size() > cwd_.size() + 1 &&

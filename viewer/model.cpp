@@ -64,18 +64,20 @@ std::vector<std::string> Process::sys_path_roots() const {
   return roots;
 }
 
+bool rooted_path(const std::string& path) {
+  if (path.empty()) return false;
+  if (path[0] == '/') return true;
+  if (path[0] == '~') return path.size() == 1 || path[1] == '/';
+  return path[0] == '<' && (path == "<site-packages>" || path == "<python>" ||
+                            path.compare(0, 16, "<site-packages>/") == 0 || path.compare(0, 9, "<python>/") == 0);
+}
+
 std::string relativize_path(const std::string& path, const std::vector<std::string>& roots) {
-  // Absolute paths, and those a redacted trace starts with a placeholder (redact.h: "~/",
-  // "<site-packages>/"); "<frozen ...>", "<string>" and relative paths match no root.
-  auto rooted = [](const std::string& p) {
-    return !p.empty() && (p[0] == '/' || p[0] == '~' || (p[0] == '<' && p.find(">/") != std::string::npos) ||
-                          p == "<site-packages>" || p == "<python>");
-  };
-  if (!rooted(path)) return path;
+  if (!rooted_path(path)) return path;  // "<frozen ...>", "<string>", relative
   size_t best = 0;  // length of the prefix to strip, including the separating '/'
   for (std::string root : roots) {
     while (root.size() > 1 && root.back() == '/') root.pop_back();
-    if (!rooted(root)) continue;  // zip files and relative entries
+    if (!rooted_path(root)) continue;  // zip files and relative entries
     if (root == "/") {
       best = std::max<size_t>(best, 1);
       continue;

@@ -318,6 +318,10 @@ struct Process {
   int64_t import_position(uint64_t index) const;
 };
 
+// Is `path` a path from the file system root: absolute, or as a redacted trace writes one
+// (redact.h: "~/...", "<site-packages>/...", "<python>/...")? What relativizing applies to.
+bool rooted_path(const std::string& path);
+
 // Contract relativization: `path` relative to the longest `roots` entry that is a
 // directory prefix of it ("/x/site-packages/a/b.py" with root "/x/site-packages" ->
 // "a/b.py"). Paths under no root, "<frozen ...>" and other pseudo-files stay unchanged.

@@ -110,6 +110,7 @@ void Redactor::add_home(const std::string& path) {
   while (p.size() > 1 && p.back() == '/') p.pop_back();
   if (p.size() < 2 || p[0] != '/') return;
   if (std::find(homes_.begin(), homes_.end(), p) == homes_.end()) homes_.push_back(p);
+  home_dirs_.insert(p);
   std::sort(homes_.begin(), homes_.end(),
             [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
 }
@@ -119,7 +120,13 @@ void Redactor::learn(const std::string& s) {
   for_each_path(s, [&](size_t b, size_t e) {
     std::vector<std::string> c = split_path(s.substr(b, e - b));
     for (size_t k = 0; k + 1 < c.size(); ++k)
-      if ((c[k] == "home" || c[k] == "Users") && !c[k + 1].empty()) add_user(c[k + 1]);
+      if ((c[k] == "home" || c[k] == "Users") && !c[k + 1].empty()) {
+        add_user(c[k + 1]);
+        std::string home;
+        for (size_t i = 0; i <= k + 1; ++i) home += "/" + c[i];
+        home_dirs_.insert(home);
+        break;
+      }
   });
 }
 
@@ -164,6 +171,19 @@ std::string Redactor::rewrite_path(const std::string& path) const {
   for (size_t k = 0; k + 1 < c.size(); ++k)
     if ((c[k] == "home" || c[k] == "Users") && !c[k + 1].empty()) return "~" + join_from(c, k + 2);
   if (!c.empty() && c[0] == "root") return "~" + join_from(c, 1);
+  // A directory above a home (a prefix string in a trace, "/tmp/ci/home/") says where
+  // homes are: written relative to the home, "~/..".
+  std::string dir = path;
+  bool slash = dir.size() > 1 && dir.back() == '/';
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  if (dir.size() > 1)
+    for (const auto& h : home_dirs_)
+      if (h.size() > dir.size() && h.compare(0, dir.size(), dir) == 0 && h[dir.size()] == '/') {
+        std::string up = "~";
+        for (size_t i = dir.size(); i < h.size(); ++i)
+          if (h[i] == '/') up += "/..";
+        return slash ? up + "/" : up;
+      }
   return path;
 }
 

@@ -6,6 +6,7 @@
 //   .../site-packages/REST, .../dist-packages/REST  -> <site-packages>/REST
 //   PREFIX/lib/pythonX.Y/REST (the standard library) -> <python>/REST
 //   .../home/NAME/REST, .../Users/NAME/REST, /root/REST, and $HOME/REST -> ~/REST
+//   a directory above a home seen (/srv/ci/home/)                        -> ~/../
 // then, anywhere in the string, every user name and host name learned (as a whole word)
 // -> <user>, <host>. User names come from the paths themselves (/home/NAME, /Users/NAME)
 // and, in addition, from the viewing machine ($USER, $LOGNAME, the passwd entry); host
@@ -54,6 +55,7 @@ class Redactor {
   bool html_;
   std::set<std::string> users_, hosts_;
   std::vector<std::string> homes_;
+  std::set<std::string> home_dirs_;  // every home seen, for the directories above them
 };
 
 // Learns from every string a trace holds (string table, header, notes, environment).

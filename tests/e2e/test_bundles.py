@@ -101,7 +101,11 @@ def test_pack_redacted_bundles_diff_like_the_runs(runs):
     assert text.returncode == 1 and b"npugraph_ex" in text.stdout
     assert_clean(text.stdout, base, "diff of redacted bundles")
     show = imptrace("show", out / "bad.tar.gz")
-    assert show.returncode == 0 and b"~/work/bad" in show.stdout
+    assert show.returncode == 0 and b"bad.tar.gz#bad/" in show.stdout
+    exported = json.loads(imptrace("export", out / "bad.tar.gz").stdout)
+    origins = [i["origin"] for p in exported["processes"] for i in p["imports"]]
+    assert "~/work/bad/workspace/torchair/npugraph_ex/__init__.py" in origins
+    assert "<site-packages>/torch_npu/dynamo/__init__.py" in origins
 
 
 def test_several_runs_in_one_bundle(runs):
@@ -159,9 +163,9 @@ def test_redact_on_every_output(runs):
         assert_clean(data, base, what)
     plain = imptrace("show", good)
     assert str(home).encode() in plain.stdout  # the unredacted view does carry them
-    assert b"~/work/good" in outs["show"][0].stdout
+    assert b"ModuleNotFoundError" in outs["show"][0].stdout
     exported = json.loads(outs["export"][0].stdout)
-    assert all(p["executable"] == "/usr/bin/python3" for p in exported["processes"])
+    assert all(p["executable"].startswith("/usr/bin/python3") for p in exported["processes"])  # kept
     assert any(i["origin"].startswith("<site-packages>/torch_npu/") for p in exported["processes"]
                for i in p["imports"] if i["origin"])
     assert any(i["origin"].startswith("<python>/") for p in exported["processes"]
