@@ -333,7 +333,7 @@ void learn_trace(const uint8_t* data, size_t size, Redactor& r) {
 bool redact_trace(const uint8_t* data, size_t size, const Redactor& r, std::vector<uint8_t>& out,
                   std::string& why) {
   wire::ByteBuf buf;
-  std::unordered_map<uint32_t, std::string> strings;
+  std::unordered_map<uint32_t, std::string> strings, redacted;  // id -> text, redacted text
   size_t records = 0;
   bool header_first = false;
   for_each_record(data, size, [&](uint32_t kind, wire::Reader body, const uint8_t* rec, size_t rec_size) {
@@ -353,13 +353,24 @@ bool redact_trace(const uint8_t* data, size_t size, const Redactor& r, std::vect
       std::string value;
       if (string_def(body, id, value, prefix)) {
         std::string full = prefix ? strings[prefix] + value : value;
+        std::string clean = r.apply(full);
+        // Keep the prefix when the redacted prefix still starts the redacted text (most
+        // paths: same directory, same placeholder), which keeps the trace as small.
+        uint32_t keep = 0;
+        if (prefix) {
+          auto it = redacted.find(prefix);
+          if (it != redacted.end() && clean.compare(0, it->second.size(), it->second) == 0) keep = prefix;
+        }
         wire::Mark rm = begin();
         wire::Mark m = wire::begin_message(buf, F::Record::string_def);
         wire::put_uint(buf, F::StringDef::id, id);
-        put_text(buf, F::StringDef::value, r.apply(full));
+        if (keep) put_text(buf, F::StringDef::value, clean.substr(redacted[keep].size()));
+        else put_text(buf, F::StringDef::value, clean);
+        wire::put_uint(buf, F::StringDef::prefix, keep);
         wire::end_message(buf, m);
         wire::end_message(buf, rm);
         strings[id] = std::move(full);
+        redacted[id] = std::move(clean);
         return;
       }
     } else if (kind == F::Record::header) {

@@ -62,8 +62,9 @@ class Redactor {
 // Stops quietly at the first malformed record.
 void learn_trace(const uint8_t* data, size_t size, Redactor& r);
 
-// The trace re-encoded with every string redacted: each StringDef is written whole (its
-// text resolved through its prefix, redacted, without a prefix), the header's argv,
+// The trace re-encoded with every string redacted: each StringDef's text is resolved
+// through its prefix and redacted, and written against the same prefix when the redacted
+// prefix still starts it (else whole); the header's argv,
 // executable, cwd and environment values, Note texts and environment updates are redacted;
 // every other record is copied byte for byte, and the zero tail a live or killed process
 // leaves is dropped. The result is a valid trace of the same records. False with `why`
