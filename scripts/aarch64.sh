@@ -14,17 +14,24 @@ if ! command -v aarch64-linux-gnu-g++ >/dev/null || ! command -v qemu-aarch64-st
 fi
 mkdir -p "$out" && rm -f "$out/build-failed"
 sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo
-# The viewer links zlib (bundles): the cross compiler finds Debian's arm64 zlib1g-dev in
-# /usr/lib/aarch64-linux-gnu (multiarch), next to the native one.
-if ! dpkg-query -W -f='${Status}' zlib1g-dev:arm64 2>/dev/null | grep -q "install ok installed"; then
-  { dpkg --print-foreign-architectures | grep -qx arm64 || $sudo dpkg --add-architecture arm64; } \
-    && $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq zlib1g-dev:arm64 >/dev/null \
-    || log "cannot install zlib1g-dev:arm64: the cross build of the viewer will fail"
+# The viewer links zlib (bundles): the static libz.a of Debian's arm64 zlib1g-dev, unpacked
+# beside the build rather than installed (the multiarch package would pull arm64 libc6-dev
+# and upgrades into the host), so the arm64 viewer needs no zlib at run time.
+zroot="$PWD/$out/zlib-arm64"
+if [ ! -f "$zroot/usr/include/zlib.h" ] || [ ! -f "$zroot/usr/lib/aarch64-linux-gnu/libz.a" ]; then
+  zdl=$(mktemp -d) && chmod 755 "$zdl"
+  dpkg --print-foreign-architectures | grep -qx arm64 || { $sudo dpkg --add-architecture arm64 && $sudo apt-get update -qq; }
+  (cd "$zdl" && apt-get download -qq zlib1g-dev:arm64 >/dev/null 2>&1) \
+    || { $sudo apt-get update -qq; (cd "$zdl" && apt-get download -qq zlib1g-dev:arm64 >/dev/null 2>&1); } \
+    || log "cannot download Debian's arm64 zlib1g-dev: the cross build of the viewer will fail"
+  rm -rf "$zroot" && mkdir -p "$zroot" && for d in "$zdl"/*.deb; do [ -f "$d" ] && dpkg -x "$d" "$zroot"; done
+  rm -rf "$zdl"
 fi
 # Tracer and viewer, then the arm64 .deb (build-aarch64/imptrace_<version>_arm64.deb) the
 # same way as the native one; the viewer's man pages are generated under qemu.
 cmake -S . -B "$out" -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/aarch64-linux-gnu.cmake" \
-  -DIMPTRACE_BUILD_VIEWER=ON -DIMPTRACE_BUILD_TESTS=OFF >/dev/null && cmake --build "$out" -j2 >/dev/null \
+  -DIMPTRACE_BUILD_VIEWER=ON -DIMPTRACE_BUILD_TESTS=OFF -DZLIB_INCLUDE_DIR="$zroot/usr/include" \
+  -DZLIB_LIBRARY="$zroot/usr/lib/aarch64-linux-gnu/libz.a" >/dev/null && cmake --build "$out" -j2 >/dev/null \
   && cmake --build "$out" --target package >/dev/null \
   || { log "cross build failed: test_aarch64 and test_package will fail"; touch "$out/build-failed"; exit 0; }
 root="$out/sysroot"
