@@ -220,12 +220,13 @@ int run_pack(const std::vector<std::string>& args) {
       }
     }
     // Run names made equal by redaction stay apart.
-    for (size_t i = 0; i < runs.size(); ++i)
-      for (size_t j = 0; j < i; ++j)
-        if (runs[i].name == runs[j].name) {
-          runs[i].name += "-" + std::to_string(i + 1);
-          j = static_cast<size_t>(-1);
-        }
+    std::vector<std::string> taken;
+    for (auto& run : runs) {
+      std::string base = run.name;
+      for (int n = 2; std::find(taken.begin(), taken.end(), run.name) != taken.end(); ++n)
+        run.name = base + "-" + std::to_string(n);
+      taken.push_back(run.name);
+    }
   }
 
   std::ostringstream manifest;
