@@ -34,6 +34,11 @@ bool path_start(const std::string& s, size_t i) {
   if (s[i] != '/') return false;
   if (i == 0) return true;
   char p = s[i - 1];
+  if (p == 'm') {  // the end of a colour escape ("\x1b[1;31m/path", diff --color)
+    size_t k = i - 1;
+    while (k > 0 && ((s[k - 1] >= '0' && s[k - 1] <= '9') || s[k - 1] == ';')) --k;
+    if (k >= 2 && s[k - 1] == '[' && s[k - 2] == '\x1b') return true;
+  }
   return !(word_char(p) || p == '.' || p == '-' || p == '~' || p == '/' || p == '+' || p == '@' ||
            p == '%' || p == '#' || p == '$');
 }

@@ -226,6 +226,7 @@ TEST(Redact, PathsAndNamesGetStablePlaceholders) {
   EXPECT_EQ(r.apply("error in /home/alice/a.py:12 (\"/home/alice/b.py\")"), "error in ~/a.py:12 (\"~/b.py\")");
   EXPECT_EQ(r.apply("PYTHONPATH=/home/alice/x:/usr/lib/python3.11"), "PYTHONPATH=~/x:<python>");
   EXPECT_EQ(r.apply("<td>/home/alice/a.py</td>"), "<td>~/a.py</td>");
+  EXPECT_EQ(r.apply("\x1b[1;31m/home/alice/a.py\x1b[0m"), "\x1b[1;31m~/a.py\x1b[0m");
   EXPECT_EQ(r.apply("torch_npu/dynamo/__init__.py"), "torch_npu/dynamo/__init__.py");
   EXPECT_EQ(r.apply("<frozen importlib._bootstrap>"), "<frozen importlib._bootstrap>");
   std::string once = r.apply("/home/alice/venv/lib/python3.11/site-packages/a.py /home/alice/b");
