@@ -1,5 +1,6 @@
 // Byte sources: where the decoder gets a trace's bytes from. A file (streamed through one
-// buffer) or a memory block (tests, fuzzing); a compressed file would be one more source.
+// buffer) or a memory block (tests, fuzzing, and compressed traces: bundle.h inflates a
+// .pb.gz or a bundle member, bounded, and the decoder reads it from memory).
 // Every source knows how many bytes are left, which is what lets the decoder reject absurd
 // lengths before allocating for them.
 #pragma once
