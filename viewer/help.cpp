@@ -132,14 +132,15 @@ void write_general(std::ostream& out) {
   out << "imptrace: see what CPython's import system did in a traced run.\n\n"
       << "usage: imptrace COMMAND ARGS...   (imptrace help COMMAND, or COMMAND --help: its options)\n"
       << "       imptrace --version\n\n"
-      << "Commands (" << kPathNote << "):\n";
+      << "Commands:\n";
   for (const auto& c : commands()) {
     std::string head = std::string("  ") + c.name + " " + c.synopsis;
     if (head.size() > 38) out << head << "\n" << std::string(40, ' ');
     else out << head << std::string(40 - head.size(), ' ');
     out << c.summary << "\n";
   }
-  out << "\nEnvironment:\n"
+  out << "\n" << kPathNote << "\n"
+      << "\nEnvironment:\n"
       << "  IMPTRACE_LIB                        the libimptrace.so `run` preloads\n"
       << "  NO_COLOR, TERM=dumb                 no colour in `diff` text output\n"
       << "\nExit status:\n"
