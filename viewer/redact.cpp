@@ -71,7 +71,8 @@ bool is_python_dir(const std::string& c) {  // python3, python3.11
   return c.back() != '.';
 }
 
-// Names too common to replace as words wherever they appear; their homes are still `~`.
+// Names too common to replace as words wherever they appear (user names: their homes are
+// still `~`; host names).
 bool generic_user(const std::string& n) {
   static const char* const kGeneric[] = {"root", "nobody", "user", "users", "home", "runner", "admin",
                                          "builder", "build", "ci", "test", "ubuntu", "debian"};
@@ -104,7 +105,8 @@ void Redactor::add_user(const std::string& name) {
 }
 
 void Redactor::add_host(const std::string& name) {
-  if (name.size() < 3 || name == "localhost" || name.find('/') != std::string::npos) return;
+  // A host named like a common word ("debian", "build") would rewrite ordinary text.
+  if (name.size() < 3 || name == "localhost" || generic_user(name) || name.find('/') != std::string::npos) return;
   hosts_.insert(name);
   size_t dot = name.find('.');
   if (dot != std::string::npos && dot >= 3) hosts_.insert(name.substr(0, dot));

@@ -238,6 +238,8 @@ TEST(Redact, PathsAndNamesGetStablePlaceholders) {
   redact::Redactor g;
   g.learn("/home/runner/work");
   EXPECT_EQ(g.apply("test runner in /home/runner/work"), "test runner in ~/work");
+  g.add_host("debian");
+  EXPECT_TRUE(g.hosts().empty());
 }
 
 TEST(Redact, HomeFromEnvironmentAndMachine) {
