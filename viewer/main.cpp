@@ -14,16 +14,21 @@
 namespace {
 
 const char kUsage[] =
-    "usage: imptrace {show PATH... | tree PATH | why PATH... MODULE [--format text|json] |"
+    "usage: imptrace {show PATH... [--all] | tree PATH... [--min-ms X] [--depth N]"
+    " [--sort start|cumulative|self] [--top N] [--under MODULE] | why PATH... MODULE [--format text|json] |"
     " export PATH... --format json|chrome | diff GOOD BAD [--format text|json|markdown] |"
-    " report GOOD BAD -o FILE.html | run [-o DIR] -- CMD ARGS... | help | --version}";
+    " report [RUN | GOOD BAD] -o FILE.html | run [-o DIR] -- CMD ARGS... | help | --version}";
 
 const char kHelp[] =
     "imptrace: see what CPython's import system did in a traced run.\n"
     "\n"
     "Commands (PATH is a trace file or a directory of *.pb traces, one per process):\n"
-    "  show PATH...                     processes, counts, failed imports, anomalies\n"
-    "  tree PATH                        nested import tree with cumulative and self ms\n"
+    "  show PATH... [--all]             processes, counts, failed imports that propagated\n"
+    "                                   (--all: also those their importer handled), anomalies\n"
+    "  tree PATH... [--min-ms X] [--depth N] [--sort start|cumulative|self] [--top N]\n"
+    "       [--under MODULE]            nested import tree with cumulative and self ms; hide\n"
+    "                                   imports under X ms, below N levels, beyond the N\n"
+    "                                   first of each level; only MODULE and its submodules\n"
     "  why PATH... MODULE [--format text|json]\n"
     "                                   everything that sat under sys.modules[MODULE],\n"
     "                                   its children's bindings and proxy accesses\n"
@@ -35,6 +40,8 @@ const char kHelp[] =
     "                                   likely root cause first; exit 1 when any finding\n"
     "                                   is warning or above (timing findings are info\n"
     "                                   unless --fail-on-slower)\n"
+    "  report RUN -o FILE.html          one run as one self-contained HTML page: import-time\n"
+    "                                   chart, slowest and failed imports, anomalies\n"
     "  report GOOD BAD -o FILE.html     the diff as one self-contained HTML page\n"
     "  run [-o DIR] -- CMD ARGS...      run CMD with the tracer preloaded, one trace per\n"
     "                                   process in DIR (default ./imptrace-traces)\n"
