@@ -44,7 +44,7 @@ const char* fate_name(Fate f);  // "ok", "handled", "propagated"
 // One entry per import of `p`.
 std::vector<Fate> classify_failures(const model::Process& p);
 
-// Options of `imptrace tree` (and the limits of the report's tables).
+// Options of `imptrace tree`.
 enum class SortKey { Start, Cumulative, Self };
 struct TreeOptions {
   uint64_t min_ns = 0;       // hide imports whose cumulative time is below this
