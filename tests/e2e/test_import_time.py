@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from e2e_util import VIEWER, run, traces
+from e2e_util import PROGRAMS, VIEWER, run, traces
 
 PY = "/usr/bin/python3"
 TREE_LINE = re.compile(r"^  \s*(\d+\.\d+)\s+(\d+\.\d+)  ( *)(\S+)")
@@ -96,6 +96,7 @@ PROBE = """
 (function(){
 var target=%s, out={};
 out.flames=document.querySelectorAll('div.flame').length;
+out.threads=[].map.call(document.querySelectorAll('.fthread .fhead'),function(h){return h.textContent;});
 var bars=document.querySelectorAll('.flame .fbar'), bar=null;
 out.bars=bars.length;
 out.hot=document.querySelectorAll('.fbar.hot').length;
@@ -254,6 +255,21 @@ def test_two_run_report_charts_both_sides_and_marks_findings(failing_runs, tmp_p
     assert seen["flames"] == 4, seen  # two processes a side
     assert seen["found"] and "FAILED (propagated): ModuleNotFoundError" in seen["info"], seen
     assert "needs_missing" in seen["hot_names"], seen
+
+
+def test_one_run_report_charts_each_thread(tmp_path):
+    d = str(tmp_path / "t")
+    r = run([PY, PROGRAMS + "/threads_import.py"], traced=True, outdir=d)
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "threads.html"
+    assert call("report", d, "-o", str(out)).returncode == 0
+    seen = render(str(out), "thr_mod_3", tmp_path)
+    # The main thread and the eight importing threads, each its own chart.
+    assert len(seen["threads"]) == 9, seen["threads"]
+    assert seen["found"] and seen["zoomed_top"] == "thr_mod_3", seen
+    assert seen["zoomed"] == 2, seen  # thr_mod_3 and the thr_dep_3 it imports
+    t = call("tree", d, "--under", "thr_mod_3")
+    assert [r[3] for r in tree_rows(t.stdout)] == ["thr_mod_3", "thr_dep_3"], t.stdout
 
 
 def test_bad_input_is_one_line_and_exit_2(torch_run, tmp_path):
