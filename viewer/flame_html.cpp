@@ -34,7 +34,7 @@ const char kFlameStyle[] = R"(
 .fthread{margin:.4em 0 1em}.fhead{font-size:.9em;margin-bottom:2px}.fcrumb{color:#0645ad;cursor:pointer;text-decoration:underline}
 .fchart{position:relative;background:#fafafa;border:1px solid #eee;overflow:hidden}
 .fbar{position:absolute;height:17px;box-sizing:border-box;border:1px solid #fff;background:#e8a44a;color:#222;font-size:11px;line-height:15px;overflow:hidden;white-space:nowrap;padding-left:2px;cursor:pointer}
-.fbar:hover{filter:brightness(.85)}.fbar.fail{background:#999;color:#fff}.fbar.prop{background:#b00020;color:#fff}.fbar.hot{outline:2px solid #d8007a;outline-offset:-2px;background:#f4a6c8}
+.fbar:hover{filter:brightness(.85)}.fbar.fail{background:#999;color:#fff}.fbar.prop{background:#b00020;color:#fff}.fbar.hot{outline:2px solid #d8007a;outline-offset:-2px;font-weight:bold}.fbar.hot:not(.fail):not(.prop){background:#f4a6c8}
 .finfo{font:12px/1.35 ui-monospace,monospace;white-space:pre-wrap;min-height:4em;background:#f6f6f6;padding:4px;margin-top:2px}
 )";
 
