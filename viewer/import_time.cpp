@@ -62,9 +62,13 @@ std::vector<Fate> classify_failures(const model::Process& p) {
   // Python importer are left out: the interpreter's own imports while it prints an
   // uncaught error and shuts down (3.13 imports `traceback` to print it) are not the
   // program going on.
+  // A trace without importers at all (the tracer's floor build records none) counts every
+  // import.
+  bool have_importers = false;
+  for (const auto& im : p.imports) have_importers |= !im.importer.empty();
   std::unordered_map<uint64_t, uint64_t> last_begin;
   for (const auto& im : p.imports) {
-    if (im.importer.empty()) continue;
+    if (have_importers && im.importer.empty()) continue;
     auto ins = last_begin.emplace(im.thread, im.begin_ns);
     if (!ins.second) ins.first->second = std::max(ins.first->second, im.begin_ns);
   }

@@ -134,6 +134,14 @@ TEST(ImportFate, HandledAndPropagated) {
   EXPECT_EQ(of("t3fail"), timing::Fate::Propagated);
 }
 
+TEST(ImportFate, WithoutImportersAnyLaterImportMeansTheThreadWentOn) {
+  model::Process p = timing_process();
+  for (auto& im : p.imports) im.importer = model::Location();  // as the floor build writes
+  auto fate = timing::classify_failures(p);
+  EXPECT_EQ(fate[13], timing::Fate::Handled);     // t3fail, then traceback on thread 3
+  EXPECT_EQ(fate[12], timing::Fate::Propagated);  // worker_fail: nothing after on thread 2
+}
+
 TEST(TreeOptions, DefaultShowsEverythingWithProcessHeader) {
   std::string s = tree({timing_process()}, {});
   EXPECT_NE(s.find("process 4242: python3 app.py  [python 3.11.2 static, 15 imports, timing-4242.pb]"),
