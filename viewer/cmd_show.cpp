@@ -3,6 +3,7 @@
 // --all) and the anomalies worth a look (sys.modules rewritten by non-import code,
 // proxies under sys.modules keys, children not bound where expected, failed proxy
 // accesses), and what the tracer itself had to say.
+#include <cstdint>
 #include <iostream>
 #include <map>
 #include <set>
@@ -137,7 +138,7 @@ void show_process(const model::Process& p, std::ostream& out, bool all_failures)
     if (!propagated.empty()) {
       out << "  failed imports that propagated (the enclosing import or the program stopped): "
           << propagated.size() << "\n";
-      list(propagated, kMaxListed);
+      list(propagated, all_failures ? SIZE_MAX : kMaxListed);
     }
     if (!handled.empty()) {
       out << "  failed imports handled by their importer: " << handled.size();

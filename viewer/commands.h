@@ -63,7 +63,8 @@ struct Anomaly {
 };
 // In show's order: by kind as listed above, then record order.
 std::vector<Anomaly> find_anomalies(const model::Process& p);
-// `all_failures`: list the failed imports that were handled too (otherwise only counted).
+// `all_failures`: list every failed import (without it, those their importer handled are
+// only counted and each list stops at 20).
 void show_text(const std::vector<model::Process>& procs, std::ostream& out, bool all_failures = false);
 
 // ---- tree -------------------------------------------------------------------------------
