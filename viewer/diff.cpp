@@ -2,6 +2,7 @@
 // ranked and grouped into stories. See diff.h for the rules. Everything here is linear in
 // the size of the traces (hash maps keyed by module name), apart from sorting.
 #include "diff.h"
+#include "import_time.h"
 
 #include "prefault.h"
 
@@ -1229,6 +1230,14 @@ class Engine {
     }
   }
 
+  // The fate of a failed import, classified once per process when first asked.
+  timing::Fate fate_of(const Process& p, const Import& im) {
+    auto it = fates_.find(&p);
+    if (it == fates_.end()) it = fates_.emplace(&p, timing::classify_failures(p)).first;
+    return it->second[static_cast<size_t>(&im - p.imports.data())];
+  }
+  std::unordered_map<const Process*, std::vector<timing::Fate>> fates_;
+
   void compare_failed(const Group& g, const Group& b, const std::string& role) {
     for (size_t i = 0; i < b.mods->size(); ++i) {
       const Group::GMod& bm = b.mods->value(i);
@@ -1244,13 +1253,18 @@ class Engine {
         Finding f;
         f.kind = "import_failed";
         bool was_ok = g.ok(name);
-        f.severity = was_ok ? Severity::Error : Severity::Warning;
+        // A failure its importer handled (an optional dependency's probe) is one level
+        // below one that propagated: the one that stopped something ranks first.
+        bool handled = fate_of(*x.first->p, im) == timing::Fate::Handled;
+        f.severity = was_ok ? (handled ? Severity::Warning : Severity::Error)
+                            : (handled ? Severity::Info : Severity::Warning);
         f.module = std::string(name);
         f.story = f.module;
         f.process = role;
         f.order = b.pos_of(name);
         f.test = im.test;
-        f.summary = "import " + f.module + " failed: " + im.error_text();
+        f.summary = "import " + f.module + " failed: " + im.error_text() +
+                    (handled ? " (handled by its importer)" : "");
         f.brief = "import " + f.module + " failed (" + im.error_type + ")";
         Location l = x.first->norm->loc(im.importer);
         if (!l.empty()) {
