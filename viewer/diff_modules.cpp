@@ -123,6 +123,19 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
   aggregate(g, b, Kind::ModuleMissing, false);
 }
 
+// A module both runs import, found or loaded differently: "M <how> <bad's> (was <good's>)".
+Finding changed_finding(Kind kind, std::string_view name, const char* how, const char* none,
+                        const std::string& good, const std::string& bad, const Import& bad_import,
+                        const Group& b, const std::string& role) {
+  Finding f = new_finding(kind, Severity::Warning, std::string(name), role, b.pos_of(name));
+  f.summary = f.module + " " + how + " " + (bad.empty() ? none : bad) + " (was " +
+              (good.empty() ? none : good) + ")";
+  f.good = good;
+  f.bad = bad;
+  f.test = bad_import.test;
+  return f;
+}
+
 // Origin, loader and timing of modules both runs imported.
 void compare_common(const Group& g, const Group& b, Findings& out) {
   const std::string& role = b.key;
@@ -139,12 +152,8 @@ void compare_common(const Group& g, const Group& b, Findings& out) {
     if (bn.view(bim.origin) != gn.view(gim.origin)) {
       const std::string& bo = bn(bim.origin);
       const std::string& go = gn(gim.origin);
-      Finding f = new_finding(Kind::OriginChanged, Severity::Warning, std::string(name), role, b.pos_of(name));
-      f.summary = f.module + " now comes from " + (bo.empty() ? "<no origin>" : bo) + " (was " +
-                  (go.empty() ? "<no origin>" : go) + ")";
-      f.good = go;
-      f.bad = bo;
-      f.test = bim.test;
+      Finding f = changed_finding(Kind::OriginChanged, name, "now comes from", "<no origin>", go, bo, bim,
+                                  b, role);
       Location l = bn.loc(bim.importer);
       if (!l.empty()) f.where.push_back(l);
       out.add(std::move(f));
@@ -152,13 +161,7 @@ void compare_common(const Group& g, const Group& b, Findings& out) {
     if (bim.loader != gim.loader) {
       std::string bl = normalize_loader(bim.loader), gl = normalize_loader(gim.loader);
       if (bl != gl) {
-        Finding f = new_finding(Kind::LoaderChanged, Severity::Warning, std::string(name), role, b.pos_of(name));
-        f.summary = f.module + " loaded by " + (bl.empty() ? "<none>" : bl) + " (was " +
-                    (gl.empty() ? "<none>" : gl) + ")";
-        f.good = gl;
-        f.bad = bl;
-        f.test = bim.test;
-        out.add(std::move(f));
+        out.add(changed_finding(Kind::LoaderChanged, name, "loaded by", "<none>", gl, bl, bim, b, role));
       }
     }
     uint64_t bs = bi->min_self, gs = gi->min_self;
