@@ -10,6 +10,7 @@
 
 namespace imptrace {
 namespace diff {
+
 namespace {
 
 // A binding with the process it happened in.
@@ -84,6 +85,8 @@ Finding binding_finding(const std::vector<BindingRep>& items, const BindingFact*
   }
   return f;
 }
+
+}  // namespace
 
 // Bindings the good run never had and that are anomalous by themselves; children of one
 // parent bound the same wrong way are one finding.
@@ -211,13 +214,6 @@ void compare_accesses(const Group& g, const Group& b, Findings& out) {
       if (!model::is_importlib_frame(a.stack[i])) f.where.push_back(pf.norm->loc(a.stack[i]));
     out.add(std::move(f));
   }
-}
-
-}  // namespace
-
-void compare_bindings(const Group& g, const Group& b, Findings& out) {
-  compare_child_bindings(g, b, out);
-  compare_accesses(g, b, out);
 }
 
 }  // namespace diff

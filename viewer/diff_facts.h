@@ -125,7 +125,7 @@ struct BindingFact {
   const model::Binding* b = nullptr;
   uint8_t rel = kUnknown;
   // Structure (parent, attribute, status, rel, proxy); only anomalous bindings have one (0
-  // otherwise): they are the only ones compare_bindings looks for in the other run, and
+  // otherwise): they are the only ones compare_child_bindings looks for in the other run, and
   // a normal binding can never have an anomalous one's signature.
   uint64_t sig = 0;
   int64_t replaced_by = -1;  // entry of the parent key that replaced bound_on

@@ -9,6 +9,7 @@
 
 namespace imptrace {
 namespace diff {
+
 namespace {
 
 std::string normalize_loader(const std::string& l) {
@@ -28,6 +29,8 @@ std::string normalize_loader(const std::string& l) {
   }
   return out;
 }
+
+}  // namespace
 
 // Imports that failed in bad with an error good never had.
 void compare_failed(const Group& g, const Group& b, Findings& out) {
@@ -123,6 +126,8 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
   aggregate(g, b, Kind::ModuleMissing, false);
 }
 
+namespace {
+
 // A module both runs import, found or loaded differently: "M <how> <bad's> (was <good's>)".
 Finding changed_finding(Kind kind, std::string_view name, const char* how, const char* none,
                         const std::string& good, const std::string& bad, const Import& bad_import,
@@ -135,6 +140,8 @@ Finding changed_finding(Kind kind, std::string_view name, const char* how, const
   f.test = bad_import.test;
   return f;
 }
+
+}  // namespace
 
 // Origin, loader and timing of modules both runs imported.
 void compare_common(const Group& g, const Group& b, Findings& out) {
@@ -178,14 +185,6 @@ void compare_common(const Group& g, const Group& b, Findings& out) {
       out.add(std::move(f));
     }
   }
-}
-
-}  // namespace
-
-void compare_modules(const Group& g, const Group& b, Findings& out) {
-  compare_failed(g, b, out);
-  compare_present(g, b, out);
-  compare_common(g, b, out);
 }
 
 }  // namespace diff
