@@ -21,11 +21,7 @@ void write_import_ref(JsonWriter& w, const Process& p, uint64_t index_plus_one) 
 struct Relativizer {
   std::vector<std::string> roots;
   explicit Relativizer(const Process& p) : roots(p.sys_path_roots()) {}
-  model::Location operator()(const model::Location& loc) const {
-    model::Location out = loc;
-    out.file = model::relativize_path(loc.file, roots);
-    return out;
-  }
+  model::Location operator()(const model::Location& loc) const { return model::relative_location(loc, roots); }
 };
 
 void write_stack(JsonWriter& w, const Relativizer& rel, const std::vector<model::Location>& s) {
@@ -41,6 +37,104 @@ const char* op_name(model::ChangeOp op) {
     case model::ChangeOp::Clear: return "clear";
   }
   return "set";
+}
+
+void write_import(JsonWriter& w, const Relativizer& rel, const model::Import& im) {
+  w.field("name", im.name);
+  w.field("begin_ns", im.begin_ns);
+  w.field("end_ns", im.end_ns);
+  w.field("thread", im.thread);
+  w.key("parent_import");
+  if (im.parent_pos < 0) w.null(); else w.value(im.parent_pos);
+  w.field("ok", im.ok);
+  w.field_or_null("error", im.error_text());
+  w.key("object");
+  write_object_json(w, im.object);
+  w.field_or_null("origin", im.origin);
+  w.field_or_null("loader", im.loader);
+  w.key("importer");
+  write_location_json(w, rel(im.importer));
+  w.field("index", im.index);
+  w.field("spec_name", im.spec_name);
+  w.field_or_null("file", im.file);
+  w.string_array("search_locations", im.search_locations);
+  w.field_or_null("test", im.test);
+  w.field("interpreter", im.interpreter);
+  if (!im.native_stack.empty())
+    w.object_array("native_stack", im.native_stack, [&](const model::NativeFrame& nf) {
+      w.field("object", nf.object);
+      w.field("offset", nf.offset);
+      w.field_or_null("symbol", nf.symbol);
+    });
+}
+
+void write_change(JsonWriter& w, const Process& p, const Relativizer& rel, const model::ModulesChange& c) {
+  w.field("key", c.key);
+  w.field("op", op_name(c.op));
+  w.key("old");
+  write_object_json(w, c.old_object);
+  w.key("new");
+  write_object_json(w, c.new_object);
+  w.field("by_import_system", c.by_import_system);
+  w.key("stack");
+  write_stack(w, rel, c.stack);
+  w.field("time_ns", c.time_ns);
+  w.field("thread", c.thread);
+  w.field_or_null("test", c.test);
+  w.field("precision", c.precision == model::Precision::Exact ? "exact" : "at_boundary");
+  w.key("during_import");
+  write_import_ref(w, p, c.during_import);
+}
+
+void write_binding(JsonWriter& w, const Process& p, const model::Binding& b) {
+  w.field("name", b.attribute);
+  w.field("parent", b.parent);
+  w.field("module", b.child_module());
+  w.field("status", model::binding_status_name(b.status));
+  w.key("bound_on");
+  write_object_json(w, b.bound_on);
+  w.key("child");
+  write_object_json(w, b.child);
+  w.key("attribute_value");
+  write_object_json(w, b.attribute_value);
+  w.key("import");
+  write_import_ref(w, p, b.import_index + 1);
+  w.field("time_ns", b.time_ns);
+  w.field_or_null("test", b.test);
+}
+
+void write_access(JsonWriter& w, const Process& p, const Relativizer& rel, const model::ProxyAccess& a) {
+  w.key("proxy");
+  write_object_json(w, a.proxy);
+  w.field("attribute", a.attribute);
+  w.field("kind", model::proxy_access_kind_name(a.kind));
+  w.field("outcome", a.outcome());
+  w.key("result");
+  write_object_json(w, a.result);
+  w.key("forwarded_to");
+  write_object_json(w, a.forwarded_to);
+  w.key("where");
+  write_location_json(w, a.stack.empty() ? model::Location{} : rel(a.stack[0]));
+  w.key("stack");
+  write_stack(w, rel, a.stack);
+  w.field("time_ns", a.time_ns);
+  w.field("thread", a.thread);
+  w.field_or_null("test", a.test);
+  w.key("during_import");
+  write_import_ref(w, p, a.during_import);
+  w.field("from_import_system", a.from_import_system);
+}
+
+void write_proxy_class(JsonWriter& w, const Relativizer& rel, const model::ProxyClass& c) {
+  w.field("type", c.type);
+  w.field("defined_in", c.defined_in);
+  w.field("module_subclass", c.module_subclass);
+  w.key("getattr_at");
+  write_location_json(w, rel(c.getattr_at));
+  w.key("getattribute_at");
+  write_location_json(w, rel(c.getattribute_at));
+  w.key("setattr_at");
+  write_location_json(w, rel(c.setattr_at));
 }
 
 void write_process(JsonWriter& w, const Process& p) {
@@ -68,144 +162,18 @@ void write_process(JsonWriter& w, const Process& p) {
   w.end_object();
   w.string_array("sys_path", p.sys_paths.empty() ? std::vector<std::string>{} : p.sys_paths.back().entries);
 
-  w.key("imports");
-  w.begin_array();
-  for (const auto& im : p.imports) {
-    w.begin_object();
-    w.field("name", im.name);
-    w.field("begin_ns", im.begin_ns);
-    w.field("end_ns", im.end_ns);
-    w.field("thread", im.thread);
-    w.key("parent_import");
-    if (im.parent_pos < 0) w.null(); else w.value(im.parent_pos);
-    w.field("ok", im.ok);
-    w.field_or_null("error", im.error_text());
-    w.key("object");
-    write_object_json(w, im.object);
-    w.field_or_null("origin", im.origin);
-    w.field_or_null("loader", im.loader);
-    w.key("importer");
-    write_location_json(w, rel(im.importer));
-    w.field("index", im.index);
-    w.field("spec_name", im.spec_name);
-    w.field_or_null("file", im.file);
-    w.string_array("search_locations", im.search_locations);
-    w.field_or_null("test", im.test);
-    w.field("interpreter", im.interpreter);
-    if (!im.native_stack.empty()) {
-      w.key("native_stack");
-      w.begin_array();
-      for (const auto& nf : im.native_stack) {
-        w.begin_object();
-        w.field("object", nf.object);
-        w.field("offset", nf.offset);
-        w.field_or_null("symbol", nf.symbol);
-        w.end_object();
-      }
-      w.end_array();
-    }
-    w.end_object();
-  }
-  w.end_array();
-
-  w.key("modules_changes");
-  w.begin_array();
-  for (const auto& c : p.modules_changes) {
-    w.begin_object();
-    w.field("key", c.key);
-    w.field("op", op_name(c.op));
-    w.key("old");
-    write_object_json(w, c.old_object);
-    w.key("new");
-    write_object_json(w, c.new_object);
-    w.field("by_import_system", c.by_import_system);
-    w.key("stack");
-    write_stack(w, rel, c.stack);
-    w.field("time_ns", c.time_ns);
-    w.field("thread", c.thread);
-    w.field_or_null("test", c.test);
-    w.field("precision", c.precision == model::Precision::Exact ? "exact" : "at_boundary");
-    w.key("during_import");
-    write_import_ref(w, p, c.during_import);
-    w.end_object();
-  }
-  w.end_array();
-
-  w.key("bindings");
-  w.begin_array();
-  for (const auto& b : p.bindings) {
-    w.begin_object();
-    w.field("name", b.attribute);
-    w.field("parent", b.parent);
-    w.field("module", b.child_module());
-    w.field("status", model::binding_status_name(b.status));
-    w.key("bound_on");
-    write_object_json(w, b.bound_on);
-    w.key("child");
-    write_object_json(w, b.child);
-    w.key("attribute_value");
-    write_object_json(w, b.attribute_value);
-    w.key("import");
-    write_import_ref(w, p, b.import_index + 1);
-    w.field("time_ns", b.time_ns);
-    w.field_or_null("test", b.test);
-    w.end_object();
-  }
-  w.end_array();
-
-  w.key("proxy_accesses");
-  w.begin_array();
-  for (const auto& a : p.proxy_accesses) {
-    w.begin_object();
-    w.key("proxy");
-    write_object_json(w, a.proxy);
-    w.field("attribute", a.attribute);
-    w.field("kind", model::proxy_access_kind_name(a.kind));
-    w.field("outcome", a.outcome());
-    w.key("result");
-    write_object_json(w, a.result);
-    w.key("forwarded_to");
-    write_object_json(w, a.forwarded_to);
-    w.key("where");
-    write_location_json(w, a.stack.empty() ? model::Location{} : rel(a.stack[0]));
-    w.key("stack");
-    write_stack(w, rel, a.stack);
-    w.field("time_ns", a.time_ns);
-    w.field("thread", a.thread);
-    w.field_or_null("test", a.test);
-    w.key("during_import");
-    write_import_ref(w, p, a.during_import);
-    w.field("from_import_system", a.from_import_system);
-    w.end_object();
-  }
-  w.end_array();
-
-  w.key("proxy_classes");
-  w.begin_array();
-  for (const auto& c : p.proxy_classes) {
-    w.begin_object();
-    w.field("type", c.type);
-    w.field("defined_in", c.defined_in);
-    w.field("module_subclass", c.module_subclass);
-    w.key("getattr_at");
-    write_location_json(w, rel(c.getattr_at));
-    w.key("getattribute_at");
-    write_location_json(w, rel(c.getattribute_at));
-    w.key("setattr_at");
-    write_location_json(w, rel(c.setattr_at));
-    w.end_object();
-  }
-  w.end_array();
-
-  w.key("notes");
-  w.begin_array();
-  for (const auto& n : p.notes) {
-    w.begin_object();
+  w.object_array("imports", p.imports, [&](const model::Import& im) { write_import(w, rel, im); });
+  w.object_array("modules_changes", p.modules_changes,
+                 [&](const model::ModulesChange& c) { write_change(w, p, rel, c); });
+  w.object_array("bindings", p.bindings, [&](const model::Binding& b) { write_binding(w, p, b); });
+  w.object_array("proxy_accesses", p.proxy_accesses,
+                 [&](const model::ProxyAccess& a) { write_access(w, p, rel, a); });
+  w.object_array("proxy_classes", p.proxy_classes,
+                 [&](const model::ProxyClass& c) { write_proxy_class(w, rel, c); });
+  w.object_array("notes", p.notes, [&](const model::Note& n) {
     w.field("text", n.text);
     w.field("time_ns", n.time_ns);
-    w.end_object();
-  }
-  w.end_array();
+  });
   w.string_array("warnings", p.warnings);
   w.end_object();
 }

@@ -97,11 +97,7 @@ namespace {
 
 void show_process(const model::Process& p, std::ostream& out, bool all_failures) {
   const auto roots = p.sys_path_roots();
-  auto rel = [&](const model::Location& loc) {
-    model::Location l = loc;
-    l.file = model::relativize_path(loc.file, roots);
-    return l;
-  };
+  auto rel = [&](const model::Location& loc) { return model::relative_location(loc, roots); };
 
   out << "process " << p.pid << " (ppid " << p.ppid;
   if (p.forked_from_pid) out << ", forked from " << p.forked_from_pid;

@@ -7,112 +7,72 @@
 #include <tuple>
 
 #include "commands.h"
+#include "key_history.h"
 
 namespace imptrace {
 namespace {
 
 using model::Process;
 
-// One thing that happened to the key, from either record type, in time order.
-struct KeyEvent {
-  uint64_t time_ns;
-  int order;  // tie-break: a change seen at time t precedes an import returning at t
-  const model::ModulesChange* change;
-  const model::Import* import;
-};
-
 model::Location first_frame(const std::vector<model::Location>& stack,
                             const std::vector<std::string>& roots) {
-  if (stack.empty()) return {};
-  model::Location loc = stack[0];
-  loc.file = model::relativize_path(loc.file, roots);
-  return loc;
+  return stack.empty() ? model::Location{} : model::relative_location(stack[0], roots);
+}
+
+// Where the code that put an entry there was: the change's innermost frame, else (put
+// there by an import) the importer.
+model::Location arrived_at(const model::KeyEntry& e, const std::vector<std::string>& roots) {
+  if (e.change) return first_frame(e.change->stack, roots);
+  if (e.before_trace || !e.import) return {};
+  return model::relative_location(e.import->importer, roots);
+}
+
+// The key's history (key_history.h) as WhyEntry records.
+void add_entries(const Process& p, const model::KeyHistory& h, const std::vector<std::string>& roots,
+                 WhyReport& r) {
+  for (size_t i = 0; i < h.entries.size(); ++i) {
+    const model::KeyEntry& ke = h.entries[i];
+    WhyEntry e;
+    e.process = p.pid;
+    e.object = *ke.object;
+    e.origin = ke.object->file;
+    e.via_import = ke.via_import;
+    e.set_by = arrived_at(ke, roots);
+    e.time_ns = ke.time_ns;
+    if (const model::Str* test = ke.test()) e.test = *test;
+    e.precise = !ke.change || ke.change->precision == model::Precision::Exact;
+    if (ke.import) {
+      // The import that returned it says where it came from, when the object does not.
+      if (ke.via_import || e.origin.empty()) {
+        if (e.origin.empty()) e.origin = ke.import->origin;
+        e.loader = ke.import->loader;
+      }
+      if (e.set_by.empty()) e.set_by = model::relative_location(ke.import->importer, roots);
+    }
+    e.removed = ke.removed;
+    if (ke.removal) e.removed_at = first_frame(ke.removal->stack, roots);
+    // Not removed and not the last: the next entry replaced it.
+    if (!ke.removed && i + 1 < h.entries.size()) {
+      e.replaced_by = *h.entries[i + 1].object;
+      e.replaced_at = arrived_at(h.entries[i + 1], roots);
+    }
+    r.entries.push_back(std::move(e));
+  }
 }
 
 void build_process(const Process& p, const std::string& module, WhyReport& r) {
   const auto roots = p.sys_path_roots();
-  std::vector<KeyEvent> events;
-  for (size_t i = 0; i < p.modules_changes.size(); ++i) {
-    const auto& c = p.modules_changes[i];
-    if (c.key == module || c.op == model::ChangeOp::Clear)
-      events.push_back({c.time_ns, 0, &c, nullptr});
-  }
   for (const auto& im : p.imports) {
     if (im.name != module) continue;
     WhyImport wi;
     wi.process = p.pid;
     wi.import = im;
-    wi.importer = im.importer;
-    wi.importer.file = model::relativize_path(im.importer.file, roots);
+    wi.importer = model::relative_location(im.importer, roots);
     r.imports.push_back(std::move(wi));
-    if (im.ok && im.object.present) events.push_back({im.end_ns, 1, nullptr, &im});
   }
-  std::stable_sort(events.begin(), events.end(), [](const KeyEvent& a, const KeyEvent& b) {
-    return a.time_ns != b.time_ns ? a.time_ns < b.time_ns : a.order < b.order;
-  });
-
   const size_t first_entry = r.entries.size();
-  int64_t current = -1;  // entry now under the key, or -1
-  auto push = [&](const model::ObjectRef& obj, bool via_import, const model::Location& set_by,
-                  uint64_t t, const std::string& test) {
-    if (current >= 0) {
-      r.entries[current].replaced_by = obj;
-      r.entries[current].replaced_at = set_by;
-    }
-    WhyEntry e;
-    e.process = p.pid;
-    e.object = obj;
-    e.origin = obj.file;
-    e.via_import = via_import;
-    e.set_by = set_by;
-    e.time_ns = t;
-    e.test = test;
-    r.entries.push_back(std::move(e));
-    current = static_cast<int64_t>(r.entries.size() - 1);
-  };
-  // A change whose `old` we never saw arrive (it got there before tracing started, or the
-  // record was lost): the old object still sat under the key, so it gets an entry.
-  auto ensure_old = [&](const model::ModulesChange& c) {
-    if (!c.old_object.present) return;
-    if (current >= 0 && r.entries[current].object.id == c.old_object.id) return;
-    push(c.old_object, c.old_object.is_plain_module(), {}, c.time_ns, "");
-  };
-
-  for (const auto& ev : events) {
-    if (ev.change) {
-      const auto& c = *ev.change;
-      model::Location where = first_frame(c.stack, roots);
-      if (c.op == model::ChangeOp::Set && c.new_object.present) {
-        ensure_old(c);
-        // The same object again is no news, unless its class changed (a __class__
-        // assignment: LazyLoader's _LazyModule and back): that is a new entry.
-        if (current >= 0 && r.entries[current].object.id == c.new_object.id &&
-            r.entries[current].object.type == c.new_object.type)
-          continue;
-        push(c.new_object, c.by_import_system, where, c.time_ns, c.test);
-        r.entries[current].precise = c.precision == model::Precision::Exact;
-      } else if (c.op != model::ChangeOp::Set) {
-        if (c.op == model::ChangeOp::Delete) ensure_old(c);
-        if (current >= 0) {
-          r.entries[current].removed = true;
-          r.entries[current].removed_at = where;
-          current = -1;
-        }
-      }
-    } else {
-      const auto& im = *ev.import;
-      model::Location importer = im.importer;
-      importer.file = model::relativize_path(im.importer.file, roots);
-      if (current < 0 || r.entries[current].object.id != im.object.id)
-        push(im.object, true, importer, im.end_ns, im.test);
-      WhyEntry& e = r.entries[current];
-      if (e.via_import || e.origin.empty()) {
-        if (e.origin.empty()) e.origin = im.origin;
-        if (e.loader.empty()) e.loader = im.loader;
-      }
-      if (e.set_by.empty()) e.set_by = importer;
-    }
-  }
+  model::ModulesHistory history(p);
+  if (const model::KeyHistory* h = history.find(module)) add_entries(p, *h, roots, r);
 
   std::set<uint64_t> stood_in;  // every object that sat under the key in this process
   for (size_t i = first_entry; i < r.entries.size(); ++i) stood_in.insert(r.entries[i].object.id);
@@ -162,10 +122,7 @@ void why_json(const WhyReport& r, std::ostream& out, bool pretty) {
   w.field("schema", "imptrace.why/1");
   w.field("module", r.module);
 
-  w.key("entries");
-  w.begin_array();
-  for (const auto& e : r.entries) {
-    w.begin_object();
+  w.object_array("entries", r.entries, [&](const WhyEntry& e) {
     w.field("object", model::object_token(e.object));
     w.field("type", e.object.type);
     w.field("is_module", e.object.is_plain_module());
@@ -186,15 +143,10 @@ void why_json(const WhyReport& r, std::ostream& out, bool pretty) {
     w.field("time_ns", e.time_ns);
     w.field_or_null("test", e.test);
     w.field("precision", e.precise ? "exact" : "at_boundary");
-    w.end_object();
-  }
-  w.end_array();
+  });
 
-  w.key("children");
-  w.begin_array();
-  for (const auto& c : r.children) {
+  w.object_array("children", r.children, [&](const WhyChild& c) {
     const auto& b = c.binding;
-    w.begin_object();
     w.field("name", b.attribute);
     w.field("module", b.child_module());
     w.field_or_null("bound_on", model::object_token(b.bound_on));
@@ -205,15 +157,10 @@ void why_json(const WhyReport& r, std::ostream& out, bool pretty) {
     w.field_or_null("attribute_value", model::object_token(b.attribute_value));
     w.field("time_ns", b.time_ns);
     w.field_or_null("test", b.test);
-    w.end_object();
-  }
-  w.end_array();
+  });
 
-  w.key("proxy_accesses");
-  w.begin_array();
-  for (const auto& pa : r.proxy_accesses) {
+  w.object_array("proxy_accesses", r.proxy_accesses, [&](const WhyProxyAccess& pa) {
     const auto& a = pa.access;
-    w.begin_object();
     w.field("object", model::object_token(a.proxy));
     w.field("attribute", a.attribute);
     w.field("outcome", a.outcome());
@@ -227,14 +174,9 @@ void why_json(const WhyReport& r, std::ostream& out, bool pretty) {
     w.field_or_null("result", model::object_token(a.result));
     w.field("time_ns", a.time_ns);
     w.field("from_import_system", a.from_import_system);
-    w.end_object();
-  }
-  w.end_array();
+  });
 
-  w.key("imports");
-  w.begin_array();
-  for (const auto& wi : r.imports) {
-    w.begin_object();
+  w.object_array("imports", r.imports, [&](const WhyImport& wi) {
     w.field("process", wi.process);
     w.field("ok", wi.import.ok);
     w.field_or_null("error", wi.import.error_text());
@@ -246,9 +188,7 @@ void why_json(const WhyReport& r, std::ostream& out, bool pretty) {
     w.field("begin_ns", wi.import.begin_ns);
     w.field("end_ns", wi.import.end_ns);
     w.field_or_null("test", wi.import.test);
-    w.end_object();
-  }
-  w.end_array();
+  });
   w.end_object();
   w.finish();
 }

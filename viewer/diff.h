@@ -1,7 +1,10 @@
 // `imptrace diff GOOD BAD` and `imptrace report GOOD BAD -o FILE.html`: a passing and a
 // failing run side by side, most likely root cause first.
 //
-// The engine (diff.cpp) works on the model only (model.h). Nothing is ever compared by
+// The engine works on the model only (model.h): per-process facts (diff_facts.*), grouped by
+// role (diff_groups.*), compared one finding family at a time (diff_identity.cpp,
+// diff_bindings.cpp, diff_modules.cpp, diff_order.cpp), ranked (diff_rank.cpp); diff.cpp
+// pairs groups and processes and runs them. Nothing is ever compared by
 // address, pid, time of day or install prefix:
 // - Processes are paired by role: program name, argv with paths normalised (relative to
 //   cwd / sys.path, numbers in paths dropped) and PYTEST_XDIST_WORKER. Processes with the
@@ -20,10 +23,12 @@
 //
 // Ranking (most likely root cause first): sys_modules_replaced, proxy_in_sys_modules,
 // binding_on_proxy, binding_mismatch, proxy_forward_failed, import_failed,
-// duplicate_module, module_missing, module_added, loader_changed, origin_changed,
-// import_order_changed, import_slower; then severity; then the position of the module's
+// duplicate_module, process_missing, process_added, module_missing, module_added,
+// loader_changed, origin_changed, import_order_changed, import_slower (the order of
+// `Kind`); then severity; then the position of the module's
 // first import in the bad run (earlier first). An import_failed its importer handled
-// (import_time.h) is one severity level below one that propagated. Findings about the same sys.modules key
+// (import_time.h) is one severity level below one that propagated. Findings about the same
+// sys.modules key
 // (its replacement, children bound on the old object, failed lookups through the proxy
 // that replaced it, its failed import) form one story: the highest ranked is the primary
 // finding and the others are its `related` entries.
@@ -32,6 +37,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model.h"
@@ -41,6 +47,33 @@ namespace diff {
 
 enum class Severity { Info = 0, Warning = 1, Error = 2 };
 const char* severity_name(Severity s);  // "info", "warning", "error"
+
+// What a finding is about. Declared in ranking order: the most likely root cause first.
+enum class Kind {
+  SysModulesReplaced,
+  ProxyInSysModules,
+  BindingOnProxy,
+  BindingMismatch,
+  ProxyForwardFailed,
+  ImportFailed,
+  DuplicateModule,
+  ProcessMissing,
+  ProcessAdded,
+  ModuleMissing,
+  ModuleAdded,
+  LoaderChanged,
+  OriginChanged,
+  ImportOrderChanged,
+  ImportSlower,
+};
+// The name the text, JSON, markdown and HTML output use: "sys_modules_replaced", ...
+const char* kind_name(Kind k);
+// A kind compares equal to its name and prints as it.
+inline bool operator==(Kind k, std::string_view name) { return name == kind_name(k); }
+inline bool operator==(std::string_view name, Kind k) { return name == kind_name(k); }
+inline bool operator!=(Kind k, std::string_view name) { return !(k == name); }
+inline bool operator!=(std::string_view name, Kind k) { return !(k == name); }
+inline std::ostream& operator<<(std::ostream& out, Kind k) { return out << kind_name(k); }
 
 struct Options {
   // import_slower: the bad run's self time of a module's first import must be at least
@@ -58,7 +91,7 @@ struct Options {
 };
 
 struct Finding {
-  std::string kind;
+  Kind kind = Kind::SysModulesReplaced;
   Severity severity = Severity::Info;
   std::string module;
   std::string summary;              // one line
@@ -71,7 +104,6 @@ struct Finding {
   std::vector<Finding> related;     // the rest of the story (primary findings only)
 
   // Ranking helpers (filled by the engine).
-  int category = 0;                 // lower = more likely root cause
   uint64_t order = 0;               // position of the module's first import in bad
   std::string story;                // grouping key: the sys.modules key the story is about
   std::string brief;                // short clause for the primary's one-line story

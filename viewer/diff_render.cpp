@@ -42,7 +42,7 @@ void text_finding(const Finding& f, std::ostream& out, bool color, const std::st
   const char* on = color ? colour_of(f.severity) : "";
   const char* off = color ? "\x1b[0m" : "";
   out << indent << label << on << pad(severity_name(f.severity), 8) << off
-      << pad(f.kind, 22) << " " << clean(f.module.empty() ? "-" : f.module) << "\n";
+      << pad(kind_name(f.kind), 22) << " " << clean(f.module.empty() ? "-" : f.module) << "\n";
   std::string in = indent + std::string(label.size(), ' ') + "  ";
   out << in << clean(f.summary) << "\n";
   if (!f.good.empty()) out << in << "good: " << clean(f.good) << "\n";
@@ -58,24 +58,19 @@ void run_json(JsonWriter& w, const RunSummary& s) {
   w.begin_object();
   w.string_array("paths", s.paths);
   w.field("imports", s.imports);
-  w.key("processes");
-  w.begin_array();
-  for (const auto& p : s.processes) {
-    w.begin_object();
+  w.object_array("processes", s.processes, [&](const ProcessSummary& p) {
     w.field("pid", p.pid);
     w.field("role", p.role);
     w.string_array("argv", p.argv);
     w.field("imports", p.imports);
     w.field_or_null("python", p.python);
-    w.end_object();
-  }
-  w.end_array();
+  });
   w.end_object();
 }
 
 void finding_json(JsonWriter& w, const Finding& f, bool with_related) {
   w.begin_object();
-  w.field("kind", f.kind);
+  w.field("kind", kind_name(f.kind));
   w.field("severity", severity_name(f.severity));
   w.field_or_null("module", f.module);
   w.field("summary", f.summary);
@@ -184,10 +179,7 @@ void write_json(const Result& r, std::ostream& out, bool pretty) {
   w.begin_array();
   for (const auto& f : r.findings) finding_json(w, f, true);
   w.end_array();
-  w.key("pairs");
-  w.begin_array();
-  for (const auto& p : r.pairs) {
-    w.begin_object();
+  w.object_array("pairs", r.pairs, [&](const PairInfo& p) {
     w.field("role", p.role);
     if (p.good >= 0) w.field("good_pid", r.good.processes[p.good].pid); else w.null_field("good_pid");
     if (p.bad >= 0) w.field("bad_pid", r.bad.processes[p.bad].pid); else w.null_field("bad_pid");
@@ -204,9 +196,7 @@ void write_json(const Result& r, std::ostream& out, bool pretty) {
       w.string_array("bad_context", d.bad_context);
       w.end_object();
     }
-    w.end_object();
-  }
-  w.end_array();
+  });
   w.key("thresholds");
   w.begin_object();
   w.field("slower_ratio", r.options.slower_ratio);
@@ -251,10 +241,10 @@ void write_markdown(const Result& r, std::ostream& out, size_t max_bytes) {
   size_t n = 0;
   for (const auto& f : r.findings) {
     ++n;
-    rows.push_back("| " + std::to_string(n) + " | " + severity_name(f.severity) + " | " + f.kind +
+    rows.push_back("| " + std::to_string(n) + " | " + severity_name(f.severity) + " | " + kind_name(f.kind) +
                    " | " + md_cell(f.module, 80) + " | " + md_cell(f.summary) + " |\n");
     std::ostringstream d;
-    d << "<details><summary>" << n << ". " << severity_name(f.severity) << " " << f.kind << ": "
+    d << "<details><summary>" << n << ". " << severity_name(f.severity) << " " << kind_name(f.kind) << ": "
       << md_cell(f.module, 80) << "</summary>\n\n```\n";
     std::ostringstream body;
     text_finding(f, body, false, "", "");

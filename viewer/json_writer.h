@@ -52,6 +52,18 @@ class JsonWriter {
     end_array();
   }
 
+  // `"k": [{...}, ...]`: one object per item, its members written by `members(item)`.
+  template <class Items, class Fn>
+  void object_array(const std::string& k, const Items& items, Fn&& members) {
+    key(k);
+    begin_array();
+    for (const auto& item : items) {
+      begin_object();
+      members(item);
+      end_object();
+    }
+    end_array();
+  }
   // Call at the end: terminates the document with a newline.
   void finish() { out_ << '\n'; }
 

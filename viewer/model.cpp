@@ -14,6 +14,10 @@ std::string object_token(const ObjectRef& o) {
   return buf;
 }
 
+bool is_importlib_frame(const Location& loc) {
+  return loc.file.compare(0, 18, "<frozen importlib.") == 0;
+}
+
 std::string Import::error_text() const {
   if (ok) return "";
   if (error_type.empty() && error_message.empty()) return "failed";
@@ -83,8 +87,12 @@ std::string Process::relativize(const std::string& path) const {
 }
 
 Location Process::relative(const Location& loc) const {
+  return relative_location(loc, sys_path_roots());
+}
+
+Location relative_location(const Location& loc, const std::vector<std::string>& roots) {
   Location out = loc;
-  out.file = relativize(loc.file);
+  out.file = relativize_path(loc.file, roots);
   return out;
 }
 

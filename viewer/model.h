@@ -135,6 +135,12 @@ struct Location {
   bool empty() const { return file.empty() && line == 0 && function.empty(); }
 };
 
+// A frame of importlib's own bootstrap ("<frozen importlib._bootstrap>", ..._external>):
+// it says nothing about who caused an import or a change, so findings skip it. (The tracer
+// picks each import's `importer` with its own, wider rule, tracer.cpp's is_importlib_file,
+// at record time, without the model.)
+bool is_importlib_frame(const Location& loc);
+
 // Identity of a Python object. `id` is equal within one process iff same object.
 // (Small fields first: records hold up to three of these, 100,000s of records a trace.)
 struct ObjectRef {
@@ -316,6 +322,9 @@ struct Process {
 // directory prefix of it ("/x/site-packages/a/b.py" with root "/x/site-packages" ->
 // "a/b.py"). Paths under no root, "<frozen ...>" and other pseudo-files stay unchanged.
 std::string relativize_path(const std::string& path, const std::vector<std::string>& roots);
+// `loc` with its file relativized against `roots` (Process::sys_path_roots(), computed once
+// by a caller that relativizes many).
+Location relative_location(const Location& loc, const std::vector<std::string>& roots);
 
 }  // namespace model
 }  // namespace imptrace

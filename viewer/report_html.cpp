@@ -39,7 +39,7 @@ var n=r.nextElementSibling;while(n&&n.classList.contains('ev')){n.style.display=
 
 void finding_rows(const Finding& f, size_t n, std::ostream& out, bool related) {
   out << "<tr class=\"f\"><td>" << (related ? "&nbsp;&nbsp;&#8627;" : std::to_string(n)) << "</td><td class=\""
-      << severity_name(f.severity) << "\">" << severity_name(f.severity) << "</td><td>" << escape(f.kind)
+      << severity_name(f.severity) << "\">" << severity_name(f.severity) << "</td><td>" << escape(kind_name(f.kind))
       << "</td><td>" << escape(f.module) << "</td><td>" << escape(f.summary) << "</td></tr>\n";
   std::ostringstream ev;
   if (!f.good.empty()) ev << "good: " << f.good << "\n";

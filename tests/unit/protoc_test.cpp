@@ -1,4 +1,4 @@
-// records.h and proto/imptrace.proto must agree: protoc decodes a builder-made trace and
+// The encoder and proto/imptrace.proto must agree: protoc decodes a builder-made trace and
 // every field the builder wrote comes back under the name the .proto gives it.
 #include <gtest/gtest.h>
 

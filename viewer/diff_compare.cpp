@@ -1,0 +1,67 @@
+// What the comparisons share: a finding's first fields, ranking positions, and the
+// phrases findings are written in (structural: no object tokens, paths relativized).
+#include <cstdio>
+
+#include "commands.h"
+#include "diff_compare.h"
+
+namespace imptrace {
+namespace diff {
+
+Finding new_finding(Kind kind, Severity severity, std::string module, const std::string& process,
+                    uint64_t order) {
+  Finding f;
+  f.kind = kind;
+  f.severity = severity;
+  f.module = std::move(module);
+  f.process = process;
+  f.order = order;
+  return f;
+}
+
+uint64_t first_pos(const ProcFacts& pf, std::string_view name) {
+  const ModFacts* m = pf.mods.find(name);
+  return m ? m->pos : UINT64_MAX - 2;
+}
+
+std::string object_kind(const ObjectRef& o) {
+  if (!o.present) return "nothing";
+  std::string s = o.is_plain_module() ? std::string("module") : (o.type.empty() ? "object" : o.type.str());
+  return s;
+}
+
+// "module 'a' (a/__init__.py)" or "pkg.Lazy 'a' [proxy]": structural, no token.
+std::string describe(const ObjectRef& o, const std::string& origin) {
+  if (!o.present) return "nothing";
+  std::string s = object_kind(o);
+  if (!o.name.empty()) s += " '" + o.name + "'";
+  if (o.is_proxy()) s += " [proxy]";
+  if (!origin.empty()) s += " (" + origin + ")";
+  return s;
+}
+
+std::string format_duration(uint64_t ns) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.1f ms", static_cast<double>(ns) / 1e6);
+  return buf;
+}
+
+
+std::string history_text(const std::vector<EntryText>& h) {
+  std::string s;
+  size_t n = 0;
+  for (const auto& e : h) {
+    if (!s.empty()) s += "; then ";
+    s += std::to_string(++n) + ". " + describe(e.obj, e.origin);
+    if (e.before_trace) s += " already there";
+    else s += e.via_import ? " by the import system" : " by assignment";
+    if (!e.via_import && !e.set_by.empty()) s += " at " + format_location(e.set_by);
+    if (e.relation != "new object") s += " (" + e.relation + ")";
+    if (e.removed) s += ", removed";
+  }
+  return s.empty() ? "nothing" : s;
+}
+
+
+}  // namespace diff
+}  // namespace imptrace

@@ -1,0 +1,55 @@
+// The comparisons of a good and a bad run, one finding family per file, and what they
+// share: where findings go and the phrases they are written in.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "diff_groups.h"
+
+namespace imptrace {
+namespace diff {
+
+// Where the comparisons put their findings (ranked and grouped later, diff_rank.cpp).
+struct Findings {
+  const Options& options;
+  std::vector<Finding>& out;
+  void add(Finding f) { out.push_back(std::move(f)); }
+};
+
+// The fields every finding starts with; the rest (summary, evidence, where) is per kind.
+Finding new_finding(Kind kind, Severity severity, std::string module, const std::string& process,
+                    uint64_t order);
+
+// Position of the first import of `name` in the process, for ranking (unknown: late).
+uint64_t first_pos(const ProcFacts& pf, std::string_view name);
+
+// ---- phrases (diff_text.cpp) ---------------------------------------------------------------
+std::string object_kind(const ObjectRef& o);                       // "module", "pkg.Lazy", "nothing"
+std::string describe(const ObjectRef& o, const std::string& origin);  // "module 'a' (a/__init__.py)"
+std::string format_duration(uint64_t ns);                          // "12.3 ms"
+std::string history_text(const std::vector<EntryText>& h);         // "1. ...; then 2. ..."
+
+// ---- the comparisons of a group pair (role = the bad group's key) --------------------------
+// diff_identity.cpp: what sat under a key (sys_modules_replaced, proxy_in_sys_modules);
+// module objects not one per file and name (duplicate_module).
+void compare_key_histories(const Group& good, const Group& bad, Findings& out);
+void compare_duplicates(const Group& good, const Group& bad, Findings& out);
+// diff_bindings.cpp: children bound on the wrong object (binding_on_proxy,
+// binding_mismatch); failed lookups through a proxy (proxy_forward_failed).
+void compare_child_bindings(const Group& good, const Group& bad, Findings& out);
+void compare_accesses(const Group& good, const Group& bad, Findings& out);
+// diff_modules.cpp: import_failed; module_added, module_missing; origin_changed,
+// loader_changed, import_slower.
+void compare_failed(const Group& good, const Group& bad, Findings& out);
+void compare_present(const Group& good, const Group& bad, Findings& out);
+void compare_common(const Group& good, const Group& bad, Findings& out);
+// A paired process's first divergence and import_order_changed (diff_order.cpp).
+void compare_order(const ProcFacts& good, const ProcFacts& bad, PairInfo& pair, Findings& out);
+
+// Ranks findings and groups each story under its primary (diff_rank.cpp).
+void rank_and_group(std::vector<Finding>& findings);
+
+}  // namespace diff
+}  // namespace imptrace

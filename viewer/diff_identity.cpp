@@ -1,0 +1,156 @@
+// Identity findings: what sat under a sys.modules key (sys_modules_replaced,
+// proxy_in_sys_modules) and module objects that are not one per file and name
+// (duplicate_module).
+#include <algorithm>
+
+#include "commands.h"
+#include "diff_compare.h"
+
+namespace imptrace {
+namespace diff {
+
+namespace {
+
+void replaced_finding(const std::string& key, const std::vector<EntryText>& bh,
+                      const std::vector<EntryText>* gh, const ProcFacts& pf, const std::string& role,
+                      Findings& out) {
+  Finding f;
+  f.kind = Kind::SysModulesReplaced;
+  f.module = key;
+  f.story = key;
+  f.process = role;
+  f.order = first_pos(pf, key);
+  f.good = gh ? history_text(*gh) : "nothing under this key";
+  f.bad = history_text(bh);
+  // The first entry of bad that differs from good: that is the change.
+  size_t i = 0;
+  if (gh) {
+    while (i < bh.size() && i < gh->size() && bh[i].via_import == (*gh)[i].via_import &&
+           object_kind(bh[i].obj) == object_kind((*gh)[i].obj) &&
+           bh[i].obj.is_proxy() == (*gh)[i].obj.is_proxy() && bh[i].relation == (*gh)[i].relation)
+      ++i;
+  }
+  const std::string k = "sys.modules['" + key + "']";
+  if (i < bh.size()) {
+    const EntryText& e = bh[i];
+    f.severity = Severity::Error;
+    f.where = e.stack;
+    if (f.where.empty() && !e.set_by.empty()) f.where.push_back(e.set_by);
+    f.test = e.test;
+    if (i > 0) {
+      const EntryText& old = bh[i - 1];
+      f.summary = k + " replaced: " + describe(old.obj, old.origin) + " -> " +
+                  describe(e.obj, e.origin) +
+                  (e.relation != "new object" ? " (" + e.relation + ")" : std::string()) +
+                  (e.via_import ? " by the import system" : " by assignment");
+    } else {
+      f.summary = k + " holds " + describe(e.obj, e.origin) +
+                  (e.via_import ? " (from the import system)" : " (by assignment)") +
+                  " instead of " +
+                  (gh && !gh->empty() ? describe((*gh)[0].obj, (*gh)[0].origin) : std::string("nothing"));
+    }
+    if (!e.set_by.empty()) f.summary += " at " + format_location(e.set_by);
+  } else if (gh && i < gh->size()) {
+    const EntryText& e = (*gh)[i];
+    f.severity = Severity::Warning;
+    f.summary = k + ": the good run then had " + describe(e.obj, e.origin) +
+                (e.via_import ? " from the import system" : " by assignment") +
+                "; the bad run did not";
+    if (!e.set_by.empty()) f.where.push_back(e.set_by);
+  } else {
+    // Same entries, different relation/removal details.
+    f.severity = Severity::Warning;
+    f.summary = k + ": what sat under the name differs";
+  }
+  out.add(std::move(f));
+}
+
+void proxy_finding(const std::string& key, const std::vector<EntryText>& bh,
+                   const std::vector<EntryText>* gh, const ProcFacts& pf, const std::string& role,
+                      Findings& out) {
+  for (const auto& e : bh) {
+    if (!e.obj.is_proxy()) continue;
+    Finding f;
+    f.kind = Kind::ProxyInSysModules;
+    f.severity = Severity::Error;
+    f.module = key;
+    f.story = key;
+    f.process = role;
+    f.order = first_pos(pf, key);
+    f.summary = "sys.modules['" + key + "'] holds a proxy: " + describe(e.obj, e.origin) +
+                (e.via_import ? " from the import system" : " put there by assignment");
+    if (!e.set_by.empty()) f.summary += " at " + format_location(e.set_by);
+    f.good = gh ? history_text(*gh) : "nothing under this key";
+    f.bad = history_text(bh);
+    f.where = e.stack;
+    if (f.where.empty() && !e.set_by.empty()) f.where.push_back(e.set_by);
+    f.test = e.test;
+    out.add(std::move(f));
+    return;
+  }
+}
+
+}  // namespace
+
+// Keys whose history in bad has a structure good never had (in any of its processes).
+void compare_key_histories(const Group& g, const Group& b, Findings& out) {
+  const std::string& role = b.key;
+  std::vector<std::string_view> keys;
+  Group::KeyUnion gscratch, bscratch;
+  b.each_key([&](std::string_view name, const Group::KeyUnion& bk) {
+    const Group::KeyUnion* gk = g.find_key(name, gscratch);
+    bool all_known = gk != nullptr;
+    if (all_known) bk.each([&](const Group::KeyRep& bad) { all_known &= gk->has(bad.sig); });
+    if (!all_known) keys.push_back(name);
+  });
+  // In the bad group's first-import order, for stable output.
+  std::sort(keys.begin(), keys.end(), [&](std::string_view x, std::string_view y) {
+    uint64_t px = b.pos_of(x), py = b.pos_of(y);
+    return px != py ? px < py : x < y;
+  });
+  for (std::string_view key : keys) {
+    const Group::KeyUnion* gk = g.find_key(key, gscratch);
+    b.find_key(key, bscratch)->each([&](const Group::KeyRep& bad) {
+      const KeyHistory& bh = *bad.history;
+      const KeyHistory* gh = nullptr;
+      const ProcFacts* gp = nullptr;
+      if (gk) {
+        if (gk->has(bad.sig)) return;
+        gh = gk->first.history;
+        gp = gk->first.proc;
+      }
+      std::vector<EntryText> be = materialize(*bad.proc, bh);
+      std::string k(key);
+      if (!gh) {
+        // A key the good run never had: only a proxy or a replacement is worth an
+        // identity finding (plain additions are module_added).
+        if (bh.has_proxy) proxy_finding(k, be, nullptr, *bad.proc, role, out);
+        else if (be.size() > 1) replaced_finding(k, be, nullptr, *bad.proc, role, out);
+        return;
+      }
+      std::vector<EntryText> ge = materialize(*gp, *gh);
+      bool proxy_new = bh.has_proxy && !gh->has_proxy;
+      bool replaced = be.size() > 1 || ge.size() > 1 ||
+                      (!be.empty() && !ge.empty() && be[0].via_import != ge[0].via_import);
+      if (replaced) replaced_finding(k, be, &ge, *bad.proc, role, out);
+      if (proxy_new) proxy_finding(k, be, &ge, *bad.proc, role, out);
+      if (!replaced && !proxy_new) replaced_finding(k, be, &ge, *bad.proc, role, out);
+    });
+  }
+}
+
+// One file as two module objects, or one module object under two names, only in bad.
+void compare_duplicates(const Group& g, const Group& b, Findings& out) {
+  const std::string& role = b.key;
+  for (const auto& kv : b.dup_sigs) {
+    if (g.dup_sigs.count(kv.first)) continue;
+    Finding f = new_finding(Kind::DuplicateModule, Severity::Warning, kv.second.second, role, b.pos_of(kv.second.second));
+    f.summary = kv.first;
+    f.bad = kv.first;
+    f.good = "not so";
+    out.add(std::move(f));
+  }
+}
+
+}  // namespace diff
+}  // namespace imptrace

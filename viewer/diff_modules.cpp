@@ -1,0 +1,203 @@
+// Module findings: imports that failed (import_failed), modules only one run imported
+// (module_added, module_missing), and how modules both imported were found, loaded and
+// timed (origin_changed, loader_changed, import_slower).
+#include <cstdio>
+#include <unordered_map>
+
+#include "commands.h"
+#include "diff_compare.h"
+#include "import_time.h"
+
+namespace imptrace {
+namespace diff {
+
+namespace {
+
+std::string normalize_loader(const std::string& l) {
+  // "<_frozen_importlib_external.SourceFileLoader object at 0x7f..>" -> without address.
+  std::string out;
+  for (size_t i = 0; i < l.size(); ++i) {
+    if (l[i] == '0' && i + 1 < l.size() && (l[i + 1] == 'x' || l[i + 1] == 'X')) {
+      size_t j = i + 2;
+      while (j < l.size() && isxdigit(static_cast<unsigned char>(l[j]))) ++j;
+      if (j > i + 2) {
+        out += "0x?";
+        i = j - 1;
+        continue;
+      }
+    }
+    out += l[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+// Imports that failed in bad with an error good never had. A failure its importer handled
+// (an optional dependency's probe) is one severity level below one that propagated: the
+// one that stopped something ranks first.
+void compare_failed(const Group& g, const Group& b, Findings& out) {
+  const std::string& role = b.key;
+  std::unordered_map<const Process*, std::vector<timing::Fate>> fates;  // per process, when first asked
+  auto handled = [&](const Process& p, const Import& im) {
+    auto it = fates.find(&p);
+    if (it == fates.end()) it = fates.emplace(&p, timing::classify_failures(p)).first;
+    return it->second[static_cast<size_t>(&im - p.imports.data())] == timing::Fate::Handled;
+  };
+  for (size_t i = 0; i < b.mods->size(); ++i) {
+    const ModFacts& bm = b.mods->value(i);
+    if (bm.failed.empty()) continue;
+    std::string_view name = b.mods->key(i);
+    const ModFacts* gm = g.mod(name);
+    for (const auto& x : bm.failed) {
+      bool known = false;
+      if (gm)
+        for (const auto& y : gm->failed) known |= y.second->error_type == x.second->error_type;
+      if (known) continue;
+      const Import& im = *x.second;
+      Finding f;
+      f.kind = Kind::ImportFailed;
+      bool was_ok = g.ok(name);
+      bool by_importer = handled(*x.first->p, im);
+      f.severity = was_ok ? (by_importer ? Severity::Warning : Severity::Error)
+                          : (by_importer ? Severity::Info : Severity::Warning);
+      f.module = std::string(name);
+      f.story = f.module;
+      f.process = role;
+      f.order = b.pos_of(name);
+      f.test = im.test;
+      f.summary = "import " + f.module + " failed: " + im.error_text() +
+                  (by_importer ? " (handled by its importer)" : "");
+      f.brief = "import " + f.module + " failed (" + im.error_type + ")";
+      Location l = x.first->norm->loc(im.importer);
+      if (!l.empty()) {
+        f.summary += " (imported at " + format_location(l) + ")";
+        f.where.push_back(l);
+      }
+      f.bad = im.error_text();
+      f.good = was_ok ? "imported fine"
+                      : (gm && !gm->failed.empty() ? "failed with " + gm->failed.front().second->error_text()
+                                               : "not imported");
+      out.add(std::move(f));
+    }
+  }
+}
+
+// Modules only one run imported, aggregated per top-level package.
+void compare_present(const Group& g, const Group& b, Findings& out) {
+  const std::string& role = b.key;
+  auto aggregate = [&](const Group& from, const Group& other, Kind kind, bool in_bad) {
+    std::unordered_map<std::string_view, std::vector<std::string_view>> by_top;
+    std::vector<std::string_view> tops;
+    for (size_t i = 0; i < from.mods->size(); ++i) {
+      if (!from.mods->value(i).ok_facts) continue;
+      std::string_view name = from.mods->key(i);
+      const ModFacts* o = other.mod(name);
+      if (o && (o->ok_facts || !o->failed.empty())) continue;  // import_failed tells that story
+      std::string_view t = name.substr(0, name.find('.'));
+      auto ins = by_top.emplace(t, std::vector<std::string_view>());
+      if (ins.second) tops.push_back(t);
+      ins.first->second.push_back(name);
+    }
+    for (std::string_view t : tops) {
+      const auto& names = by_top[t];
+      Finding f;
+      f.kind = kind;
+      f.severity = Severity::Warning;
+      std::string_view shortest = names[0];
+      for (std::string_view n : names)
+        if (n.size() < shortest.size()) shortest = n;
+      f.module = std::string(shortest);
+      f.process = role;
+      f.order = in_bad ? b.pos_of(names[0]) : UINT64_MAX - 1;
+      const ModFacts& rep = *from.mod(names[0]);
+      const Import& im = *rep.ok_facts->first_ok;
+      Location l = rep.ok_process->norm->loc(im.importer);
+      if (!l.empty()) f.where.push_back(l);
+      f.test = im.test;
+      std::string list;
+      for (size_t i = 0; i < names.size() && i < 20; ++i) list += (i ? ", " : "") + std::string(names[i]);
+      if (names.size() > 20) list += ", ... (" + std::to_string(names.size() - 20) + " more)";
+      std::string count = names.size() == 1 ? "" : " and " + std::to_string(names.size() - 1) +
+                                                       " more under " + std::string(t);
+      std::string first(names[0]);
+      if (in_bad) {
+        f.summary = "imported only in the bad run: " + first + count;
+        f.bad = list;
+        f.good = "not imported";
+      } else {
+        f.summary = "imported only in the good run: " + first + count;
+        f.good = list;
+        f.bad = "not imported";
+      }
+      if (!l.empty()) f.summary += " (first imported at " + format_location(l) + ")";
+      out.add(std::move(f));
+    }
+  };
+  aggregate(b, g, Kind::ModuleAdded, true);
+  aggregate(g, b, Kind::ModuleMissing, false);
+}
+
+namespace {
+
+// A module both runs import, found or loaded differently: "M <how> <bad's> (was <good's>)".
+Finding changed_finding(Kind kind, std::string_view name, const char* how, const char* none,
+                        const std::string& good, const std::string& bad, const Import& bad_import,
+                        const Group& b, const std::string& role) {
+  Finding f = new_finding(kind, Severity::Warning, std::string(name), role, b.pos_of(name));
+  f.summary = f.module + " " + how + " " + (bad.empty() ? none : bad) + " (was " +
+              (good.empty() ? none : good) + ")";
+  f.good = good;
+  f.bad = bad;
+  f.test = bad_import.test;
+  return f;
+}
+
+}  // namespace
+
+// Origin, loader and timing of modules both runs imported.
+void compare_common(const Group& g, const Group& b, Findings& out) {
+  const std::string& role = b.key;
+  for (size_t i = 0; i < b.mods->size(); ++i) {
+    const ModFacts* bi = &b.mods->value(i);
+    if (!bi->ok_facts) continue;
+    std::string_view name = b.mods->key(i);
+    const ModFacts* gi = g.mod(name);
+    if (!gi || !gi->ok_facts) continue;
+    const Import& bim = *bi->ok_facts->first_ok;
+    const Import& gim = *gi->ok_facts->first_ok;
+    PathNorm& bn = *bi->ok_process->norm;
+    PathNorm& gn = *gi->ok_process->norm;
+    if (bn.view(bim.origin) != gn.view(gim.origin)) {
+      const std::string& bo = bn(bim.origin);
+      const std::string& go = gn(gim.origin);
+      Finding f = changed_finding(Kind::OriginChanged, name, "now comes from", "<no origin>", go, bo, bim,
+                                  b, role);
+      Location l = bn.loc(bim.importer);
+      if (!l.empty()) f.where.push_back(l);
+      out.add(std::move(f));
+    }
+    if (bim.loader != gim.loader) {
+      std::string bl = normalize_loader(bim.loader), gl = normalize_loader(gim.loader);
+      if (bl != gl) {
+        out.add(changed_finding(Kind::LoaderChanged, name, "loaded by", "<none>", gl, bl, bim, b, role));
+      }
+    }
+    uint64_t bs = bi->min_self, gs = gi->min_self;
+    if (bs >= gs + out.options.slower_min_ns &&
+        static_cast<double>(bs) >= out.options.slower_ratio * static_cast<double>(gs)) {
+      Finding f = new_finding(Kind::ImportSlower, out.options.slower_is_warning ? Severity::Warning : Severity::Info,
+                              std::string(name), role, b.pos_of(name));
+      char ratio[32];
+      snprintf(ratio, sizeof ratio, "%.1fx", gs ? static_cast<double>(bs) / gs : 0.0);
+      f.summary = f.module + " import (self time) " + format_duration(bs) + " vs " + format_duration(gs) +
+                  (gs ? std::string(" (") + ratio + ")" : std::string());
+      f.good = format_duration(gs) + " self";
+      f.bad = format_duration(bs) + " self";
+      out.add(std::move(f));
+    }
+  }
+}
+
+}  // namespace diff
+}  // namespace imptrace

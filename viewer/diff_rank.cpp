@@ -1,0 +1,61 @@
+// Ranking (diff.h): findings sorted by kind, severity, how many tests show them, where the
+// module was first imported; findings about one sys.modules key grouped into one story.
+#include <algorithm>
+#include <set>
+#include <unordered_map>
+
+#include "diff_compare.h"
+
+namespace imptrace {
+namespace diff {
+
+// Groups findings into stories and ranks them.
+void rank_and_group(std::vector<Finding>& fs) {
+  auto better = [](const Finding& a, const Finding& b) {
+    // Kinds are declared in ranking order.
+    if (a.kind != b.kind) return a.kind < b.kind;
+    if (a.severity != b.severity) return a.severity > b.severity;
+    if (a.tests.size() != b.tests.size()) return a.tests.size() > b.tests.size();
+    if (a.order != b.order) return a.order < b.order;
+    if (a.module != b.module) return a.module < b.module;
+    return a.summary < b.summary;
+  };
+  std::stable_sort(fs.begin(), fs.end(), better);
+  std::vector<Finding> out;
+  std::unordered_map<std::string, size_t> primary_of;  // story -> index in out
+  for (auto& f : fs) {
+    if (!f.story.empty()) {
+      std::string key = f.process + "\n" + f.story;
+      auto it = primary_of.find(key);
+      if (it != primary_of.end()) {
+        out[it->second].related.push_back(std::move(f));
+        continue;
+      }
+      primary_of[key] = out.size();
+    }
+    out.push_back(std::move(f));
+  }
+  // A story's severity is its worst part, so an error story is never ranked as a warning.
+  for (auto& f : out) {
+    if (f.related.empty()) continue;
+    std::string tail;
+    for (const auto& r : f.related) {
+      if (r.severity > f.severity) f.severity = r.severity;
+      if (f.test.empty() && !r.test.empty()) f.test = r.test;
+    }
+    // The story in one line: the first clause of each kind, then how many more.
+    std::set<Kind> told;
+    size_t untold = 0;
+    for (const auto& r : f.related) {
+      if (r.kind == Kind::ProxyInSysModules && f.kind == Kind::SysModulesReplaced) continue;
+      if (!r.brief.empty() && told.insert(r.kind).second) tail += "; " + r.brief;
+      else ++untold;
+    }
+    if (untold) tail += "; +" + std::to_string(untold) + " more related";
+    f.summary += tail;
+  }
+  fs = std::move(out);
+}
+
+}  // namespace diff
+}  // namespace imptrace

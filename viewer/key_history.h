@@ -1,0 +1,121 @@
+// What sat under each sys.modules key of one process, in time order: the one history that
+// `why`, `diff` and `report` tell, built from the model's ModulesChange and Import records
+// by one set of rules:
+// - Changes and returning imports are merged in time order; at equal times the change
+//   comes first (an import returns after the assignment made during it).
+// - A change whose old object is not the key's current entry first gives that object an
+//   entry of its own (`before_trace`): it got there before tracing started, or its record
+//   was lost. A plain module is taken to have come from the import system, anything else
+//   from an assignment.
+// - Setting the object already there is no news, unless its class changed (a __class__
+//   assignment: LazyLoader's _LazyModule and back); that is a new entry.
+// - An import returning an object that is not the current entry (the tracer recorded no
+//   change for it) puts that object there as of the import's start: its children are bound
+//   before the import returns.
+// - A delete, or a clear of the whole dict, ends the current entry (`removed`).
+// Entries point into the Process, which must outlive the history.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "model.h"
+#include "ordered_table.h"
+
+namespace imptrace {
+namespace model {
+
+// How an entry's object relates to earlier entries of the process.
+enum class Relation : uint8_t {
+  New = 0,          // first time the object is seen under any key
+  SameAsKey = 1,    // the object first sat under another key (`same_as_key`)
+  SameAsEntry = 2,  // the object sat under this key before (entry `same_as_entry`)
+};
+
+struct KeyEntry {
+  const ObjectRef* object = nullptr;
+  const ModulesChange* change = nullptr;   // the change that put it there, if any
+  const Import* import = nullptr;          // the first import that returned it while there
+  const ModulesChange* removal = nullptr;  // the delete or clear that ended it
+  uint64_t time_ns = 0;                    // when it got there; 0 for before_trace
+  std::string_view same_as_key;
+  uint32_t same_as_entry = 0;
+  Relation relation = Relation::New;
+  bool via_import = true;    // by the import system, else by assignment
+  bool before_trace = false;
+  bool removed = false;
+
+  // The test it got there in (nullptr: unknown).
+  const Str* test() const;
+  // Where the code that put it there was: the change's stack (innermost first), else empty.
+  const std::vector<Location>* stack() const { return change ? &change->stack : nullptr; }
+};
+
+// A key's entries. Nearly every key holds one object for the whole run: the first entry
+// sits inline, so 100,000s of keys cost no allocation each; later ones go to `rest_`.
+class KeyEntries {
+ public:
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  KeyEntry& operator[](size_t i) { return i ? rest_[i - 1] : first_; }
+  const KeyEntry& operator[](size_t i) const { return i ? rest_[i - 1] : first_; }
+  KeyEntry& back() { return (*this)[n_ - 1]; }
+  void push_back(const KeyEntry& e) {
+    if (n_) rest_.push_back(e);
+    else first_ = e;
+    ++n_;
+  }
+  template <class L, class T> struct Iter {
+    L* list;
+    size_t i;
+    T& operator*() const { return (*list)[i]; }
+    Iter& operator++() { ++i; return *this; }
+    bool operator!=(const Iter& o) const { return i != o.i; }
+  };
+  Iter<KeyEntries, KeyEntry> begin() { return {this, 0}; }
+  Iter<KeyEntries, KeyEntry> end() { return {this, n_}; }
+  Iter<const KeyEntries, const KeyEntry> begin() const { return {this, 0}; }
+  Iter<const KeyEntries, const KeyEntry> end() const { return {this, n_}; }
+
+ private:
+  KeyEntry first_;
+  std::vector<KeyEntry> rest_;
+  size_t n_ = 0;
+};
+
+struct KeyHistory {
+  KeyEntries entries;
+  int64_t current = -1;  // the entry under the key at the end, -1 none
+  bool has_proxy = false;
+};
+
+class ModulesHistory {
+ public:
+  explicit ModulesHistory(const Process& p);
+
+  // Keys in order of first appearance.
+  size_t size() const { return keys_.size(); }
+  std::string_view key(size_t i) const { return keys_.key(i); }
+  const KeyHistory& history(size_t i) const { return keys_.value(i); }
+  const KeyHistory* find(std::string_view key) const { return keys_.find(key); }
+  // Position of `key`, or -1.
+  int64_t position(std::string_view key) const {
+    const KeyHistory* h = keys_.find(key);
+    return h ? h - keys_.values().data() : -1;
+  }
+  // The key an object first sat under, or nullptr when it never sat under one.
+  const std::string_view* first_key_of(uint64_t object_id) const { return first_key_of_.find(object_id); }
+
+ private:
+  KeyEntry& push(KeyHistory& h, std::string_view key, const ObjectRef& obj, bool via_import,
+                 uint64_t t);
+  void apply(const ModulesChange& c);
+  void apply(const Import& im);
+
+  NameTable<KeyHistory> keys_;
+  OrderedTable<uint64_t, std::string_view, IdHash> first_key_of_;
+};
+
+}  // namespace model
+}  // namespace imptrace
