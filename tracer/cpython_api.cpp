@@ -61,15 +61,12 @@ bool resolve_cpython_api() {
   ok &= need(py.PyModule_Type, "PyModule_Type");
   ok &= need(py.PyUnicode_Type, "PyUnicode_Type");
   ok &= need(py.PyType_Type, "PyType_Type");
-  PyObject** attr_exc = nullptr;
-  ok &= need(attr_exc, "PyExc_AttributeError");
   ok &= need(py.PyModule_GetDict, "PyModule_GetDict");
   ok &= need(py.PyErr_Occurred, "PyErr_Occurred");
   ok &= need(py.PyErr_Fetch, "PyErr_Fetch");
   ok &= need(py.PyErr_Restore, "PyErr_Restore");
   ok &= need(py.PyErr_NormalizeException, "PyErr_NormalizeException");
   ok &= need(py.PyErr_Clear, "PyErr_Clear");
-  ok &= need(py.PyErr_GivenExceptionMatches, "PyErr_GivenExceptionMatches");
   ok &= need(py.PyCFunction_NewEx, "PyCFunction_NewEx");
   ok &= need(py.PyInstanceMethod_New, "PyInstanceMethod_New");
   ok &= need(py.PyTuple_New, "PyTuple_New");
@@ -82,8 +79,6 @@ bool resolve_cpython_api() {
   ok &= need(py.PyUnicode_InternFromString, "PyUnicode_InternFromString");
   ok &= need(py.PyUnicode_FromStringAndSize, "PyUnicode_FromStringAndSize");
   ok &= need(py.PyLong_AsLong, "PyLong_AsLong");
-  ok &= need(py.PyLong_FromVoidPtr, "PyLong_FromVoidPtr");
-  ok &= need(py.PyLong_AsVoidPtr, "PyLong_AsVoidPtr");
   ok &= need(py.PyDict_GetItem, "PyDict_GetItem");
   ok &= need(py.PyDict_GetItemWithError, "PyDict_GetItemWithError");
   ok &= need(py.PyDict_GetItemString, "PyDict_GetItemString");
@@ -102,7 +97,6 @@ bool resolve_cpython_api() {
   if (!need(py.PyInterpreterState_Get, "PyInterpreterState_Get"))  // 3.9+
     ok &= need(py.PyInterpreterState_Get, "_PyInterpreterState_Get");  // 3.8
   if (!ok) return false;
-  if (attr_exc) py.PyExc_AttributeError = *attr_exc;
   ok &= need(py.None, "_Py_NoneStruct");
   if (!ok) return false;
 

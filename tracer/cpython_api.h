@@ -82,14 +82,12 @@ struct CPythonApi {
   PyObject* PyType_Type;
   PyObject* PyCFunction_Type;  // builtin_function_or_method (null if not found)
   PyObject* None;  // &_Py_NoneStruct
-  PyObject* PyExc_AttributeError;
   PyObject* (*PyModule_GetDict)(PyObject*);
   PyObject* (*PyErr_Occurred)();
   void (*PyErr_Fetch)(PyObject**, PyObject**, PyObject**);
   void (*PyErr_Restore)(PyObject*, PyObject*, PyObject*);
   void (*PyErr_NormalizeException)(PyObject**, PyObject**, PyObject**);
   void (*PyErr_Clear)();
-  int (*PyErr_GivenExceptionMatches)(PyObject*, PyObject*);
   PyObject* (*PyCFunction_NewEx)(PyMethodDef*, PyObject*, PyObject*);
   PyObject* (*PyInstanceMethod_New)(PyObject*);
   PyObject* (*PyTuple_New)(Py_ssize_t);
@@ -104,8 +102,6 @@ struct CPythonApi {
   PyObject* (*PyUnicode_InternFromString)(const char*);
   PyObject* (*PyUnicode_FromStringAndSize)(const char*, Py_ssize_t);
   long (*PyLong_AsLong)(PyObject*);
-  PyObject* (*PyLong_FromVoidPtr)(void*);
-  void* (*PyLong_AsVoidPtr)(PyObject*);
   PyObject* (*PyDict_GetItem)(PyObject*, PyObject*);          // borrowed, no error
   PyObject* (*PyDict_GetItemWithError)(PyObject*, PyObject*); // borrowed
   PyObject* (*PyDict_GetItemString)(PyObject*, const char*);  // borrowed, no error
