@@ -70,7 +70,7 @@ void keep_audit_hook_where_needed(PyObject* name, PyObject* module) {
   Py_ssize_t n = 0;
   const char* s = str_utf8(name, &n);
   if (!s || n < kShortestWatched || n > kLongestWatched || (s[0] != '_' && s[0] != 'o')) return;
-  if (n == 2 && s[1] == 's' && !g_audit_hook.exec_wrapped) {
+  if (n == 2 && s[0] == 'o' && s[1] == 's' && !g_audit_hook.exec_wrapped) {
     PyObject* os_dict = type_of(module) == py.PyModule_Type ? py.PyModule_GetDict(module) : nullptr;
     PyObject* posix = dict_get_n(g_main_interpreter.sys_modules, NAME("posix"));
     PyObject* posix_dict = posix && type_of(posix) == py.PyModule_Type ? py.PyModule_GetDict(posix) : nullptr;

@@ -153,6 +153,31 @@ extern CPythonApi py;
 // part we need is missing) and the tracer must stay inert.
 bool resolve_cpython_api();
 
+// Where fields sit in CPython's objects, 3.8-3.13 (release and debug builds alike; the
+// one difference, Py_TRACE_REFS's two list links in front of every object, is found at
+// run time and kept in CPythonApi::ob_type_offset). Offsets marked "from ob_type" count
+// from the object's type pointer, wherever the header put it.
+namespace layout {
+constexpr int kTypeAfterRefcnt = 8;    // PyObject: ob_refcnt, then ob_type
+constexpr int kTraceRefsLinks = 16;    // Py_TRACE_REFS: _ob_next, _ob_prev before ob_refcnt
+constexpr int kVarSize = 8;            // PyVarObject.ob_size, from ob_type
+constexpr int kListItems = 16;         // PyListObject.ob_item, from ob_type
+constexpr int kDictVersion = 16;       // PyDictObject.ma_version_tag (3.8-3.11), from ob_type
+constexpr int kStrLength = 8;          // PyASCIIObject.length, from ob_type
+constexpr int kStrState = 24;          // PyASCIIObject.state (a bit field word), from ob_type
+constexpr uint32_t kStrCompact = 0x20;  // state.compact
+constexpr uint32_t kStrAscii = 0x40;    // state.ascii
+constexpr int kAsciiDataWithWstr = 40;  // a compact ASCII str's characters, from ob_type (3.8-3.11)
+constexpr int kAsciiData = 32;          // ... 3.12+ (no wstr)
+// PyTypeObject words (8 bytes each, counted from the start of a release-build object).
+constexpr size_t kTpName = 3;
+constexpr size_t kTpDealloc = 6;
+constexpr size_t kTpAsMapping = 14;
+constexpr size_t kTpGetset = 31;
+constexpr size_t kMpAssSubscript = 2;  // PyMappingMethods: mp_length, mp_subscript, mp_ass_subscript
+constexpr size_t kGetsetName = 0, kGetsetGet = 1, kGetsetSet = 2;  // PyGetSetDef words
+}  // namespace layout
+
 // Type flag bits (stable since 3.0).
 constexpr unsigned long TPFLAGS_LONG_SUBCLASS = 1UL << 24;
 constexpr unsigned long TPFLAGS_LIST_SUBCLASS = 1UL << 25;
@@ -206,9 +231,10 @@ const char* str_utf8_slow(PyObject* s, Py_ssize_t* n);
 inline const char* str_utf8(PyObject* s, Py_ssize_t* n) {
   if (py.ascii_data_offset >= 0 && s && type_of(s) == py.PyUnicode_Type) {
     const char* o = reinterpret_cast<const char*>(s) + py.ob_type_offset;
-    uint32_t state = *reinterpret_cast<const uint32_t*>(o + 24);
-    if ((state & 0x60u) == 0x60u) {
-      *n = *reinterpret_cast<const Py_ssize_t*>(o + 8);
+    uint32_t state = *reinterpret_cast<const uint32_t*>(o + layout::kStrState);
+    constexpr uint32_t kCompactAscii = layout::kStrCompact | layout::kStrAscii;
+    if ((state & kCompactAscii) == kCompactAscii) {
+      *n = *reinterpret_cast<const Py_ssize_t*>(o + layout::kStrLength);
       return reinterpret_cast<const char*>(s) + py.ascii_data_offset;
     }
   }
@@ -221,8 +247,8 @@ inline const char* str_utf8(PyObject* s, Py_ssize_t* n) {
 inline PyObject* const* list_items(PyObject* list, Py_ssize_t* n) {
   if (py.ob_type_offset < 0) return nullptr;
   const char* o = reinterpret_cast<const char*>(list) + py.ob_type_offset;
-  *n = *reinterpret_cast<const Py_ssize_t*>(o + 8);
-  return *reinterpret_cast<PyObject* const* const*>(o + 16);
+  *n = *reinterpret_cast<const Py_ssize_t*>(o + layout::kVarSize);
+  return *reinterpret_cast<PyObject* const* const*>(o + layout::kListItems);
 }
 
 // Holds a new reference and drops it at scope end.

@@ -24,8 +24,6 @@ struct ModulesObservers {
 };
 ModulesObservers g_observers;
 
-PyObject* sys_modules() { return g_main_interpreter.sys_modules; }
-
 // A change about to happen (described already), with the stack that makes it.
 void record_exact_change(uint32_t key, uint32_t op, const ObjectDescription* old_value,
                          const ObjectDescription* new_value) {

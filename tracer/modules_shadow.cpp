@@ -89,8 +89,6 @@ ModulesShadow g_modules_shadow;
 ShadowEntries& g_shadow = g_modules_shadow.shadow;
 ModulesSnapshot& g_snap = g_modules_shadow.snap;
 
-PyObject* sys_modules() { return g_main_interpreter.sys_modules; }
-
 bool snap_push(PyObject* k, PyObject* v) {
   SnapEntry* e = g_snap.entries.push();
   if (!e) { g_snap.valid = false; return false; }

@@ -28,6 +28,9 @@ struct MainInterpreter {
 };
 extern MainInterpreter g_main_interpreter;
 
+// The main interpreter's sys.modules, null until the tracer is installed there.
+inline PyObject* sys_modules() { return g_main_interpreter.sys_modules; }
+
 inline bool finalizing() { return g_main_interpreter.finalizing || py.Py_IsFinalizing(); }
 
 }  // namespace imptrace

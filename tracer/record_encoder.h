@@ -85,10 +85,11 @@ struct SpecFacts {
   int search_location_count = 0;
 };
 
-// One native frame (imptrace.NativeFrame).
+// One native frame (imptrace.NativeFrame). No initialisers: the import hook keeps room for
+// a whole stack of them on every import, and fills only what it uses.
 struct NativeFrameValue {
-  uint32_t object = 0, symbol = 0;
-  uint64_t offset = 0;
+  uint32_t object, symbol;
+  uint64_t offset;
 };
 
 // One import (imptrace.Import). What the record leaves out because a reader can fill it
