@@ -50,90 +50,93 @@ enum DictWatchEvent {
 };
 typedef int (*DictWatchCallback)(int event, PyObject* dict, PyObject* key, PyObject* new_value);
 
+// Every member has an initialiser, so that `py` is constant-initialised: the library's
+// constructor fills it in before main, and a dynamic initialiser running after it (static
+// initialisation order is not defined between the two) would put the defaults back.
 struct CPythonApi {
   int minor = 0;  // 3.<minor>, from Py_GetVersion
   bool shared = false;
   bool debug = false;
 
   // Needed before Py_Initialize.
-  int (*Py_IsInitialized)();
-  const char* (*Py_GetVersion)();
-  int (*PySys_AddAuditHook)(Py_AuditHookFunction, void*);
-  void (*PyMem_GetAllocator)(int, PyMemAllocatorEx*);
-  void (*PyMem_SetAllocator)(int, PyMemAllocatorEx*);
+  int (*Py_IsInitialized)() = nullptr;
+  const char* (*Py_GetVersion)() = nullptr;
+  int (*PySys_AddAuditHook)(Py_AuditHookFunction, void*) = nullptr;
+  void (*PyMem_GetAllocator)(int, PyMemAllocatorEx*) = nullptr;
+  void (*PyMem_SetAllocator)(int, PyMemAllocatorEx*) = nullptr;
 
   // Objects and errors.
-  void (*Py_IncRef)(PyObject*);
-  void (*Py_DecRef)(PyObject*);
-  PyObject* (*PyObject_Type)(PyObject*);
-  PyObject* (*PyObject_GetAttr)(PyObject*, PyObject*);
-  PyObject* (*PyObject_GetAttrString)(PyObject*, const char*);
-  int (*PyObject_SetAttrString)(PyObject*, const char*, PyObject*);
-  PyObject* (*PyObject_GenericGetDict)(PyObject*, void*);
-  PyObject* (*PyObject_Str)(PyObject*);
-  PyObject* (*PyObject_CallFunctionObjArgs)(PyObject*, ...);
-  PyObject* (*PyObject_Call)(PyObject*, PyObject*, PyObject*);
+  void (*Py_IncRef)(PyObject*) = nullptr;
+  void (*Py_DecRef)(PyObject*) = nullptr;
+  PyObject* (*PyObject_Type)(PyObject*) = nullptr;
+  PyObject* (*PyObject_GetAttr)(PyObject*, PyObject*) = nullptr;
+  PyObject* (*PyObject_GetAttrString)(PyObject*, const char*) = nullptr;
+  int (*PyObject_SetAttrString)(PyObject*, const char*, PyObject*) = nullptr;
+  PyObject* (*PyObject_GenericGetDict)(PyObject*, void*) = nullptr;
+  PyObject* (*PyObject_Str)(PyObject*) = nullptr;
+  PyObject* (*PyObject_CallFunctionObjArgs)(PyObject*, ...) = nullptr;
+  PyObject* (*PyObject_Call)(PyObject*, PyObject*, PyObject*) = nullptr;
   // 3.9+ (3.8 has it only as an inline function): a call with the arguments as received.
-  PyObject* (*PyObject_Vectorcall)(PyObject*, PyObject* const*, size_t, PyObject*);
-  int (*PyType_IsSubtype)(PyObject*, PyObject*);
-  unsigned long (*PyType_GetFlags)(PyObject*);
-  PyObject* PyModule_Type;
-  PyObject* PyUnicode_Type;
-  PyObject* PyType_Type;
-  PyObject* PyCFunction_Type;  // builtin_function_or_method (null if not found)
-  PyObject* None;  // &_Py_NoneStruct
-  PyObject* (*PyModule_GetDict)(PyObject*);
-  PyObject* (*PyErr_Occurred)();
-  void (*PyErr_Fetch)(PyObject**, PyObject**, PyObject**);
-  void (*PyErr_Restore)(PyObject*, PyObject*, PyObject*);
-  void (*PyErr_NormalizeException)(PyObject**, PyObject**, PyObject**);
-  void (*PyErr_Clear)();
-  PyObject* (*PyCFunction_NewEx)(PyMethodDef*, PyObject*, PyObject*);
-  PyObject* (*PyInstanceMethod_New)(PyObject*);
-  PyObject* (*PyTuple_New)(Py_ssize_t);
-  PyObject* (*PyTuple_GetItem)(PyObject*, Py_ssize_t);
-  int (*PyTuple_SetItem)(PyObject*, Py_ssize_t, PyObject*);
-  Py_ssize_t (*PyTuple_Size)(PyObject*);
-  PyObject* (*PyWeakref_NewRef)(PyObject*, PyObject*);
+  PyObject* (*PyObject_Vectorcall)(PyObject*, PyObject* const*, size_t, PyObject*) = nullptr;
+  int (*PyType_IsSubtype)(PyObject*, PyObject*) = nullptr;
+  unsigned long (*PyType_GetFlags)(PyObject*) = nullptr;
+  PyObject* PyModule_Type = nullptr;
+  PyObject* PyUnicode_Type = nullptr;
+  PyObject* PyType_Type = nullptr;
+  PyObject* PyCFunction_Type = nullptr;  // builtin_function_or_method (null if not found)
+  PyObject* None = nullptr;  // &_Py_NoneStruct
+  PyObject* (*PyModule_GetDict)(PyObject*) = nullptr;
+  PyObject* (*PyErr_Occurred)() = nullptr;
+  void (*PyErr_Fetch)(PyObject**, PyObject**, PyObject**) = nullptr;
+  void (*PyErr_Restore)(PyObject*, PyObject*, PyObject*) = nullptr;
+  void (*PyErr_NormalizeException)(PyObject**, PyObject**, PyObject**) = nullptr;
+  void (*PyErr_Clear)() = nullptr;
+  PyObject* (*PyCFunction_NewEx)(PyMethodDef*, PyObject*, PyObject*) = nullptr;
+  PyObject* (*PyInstanceMethod_New)(PyObject*) = nullptr;
+  PyObject* (*PyTuple_New)(Py_ssize_t) = nullptr;
+  PyObject* (*PyTuple_GetItem)(PyObject*, Py_ssize_t) = nullptr;
+  int (*PyTuple_SetItem)(PyObject*, Py_ssize_t, PyObject*) = nullptr;
+  Py_ssize_t (*PyTuple_Size)(PyObject*) = nullptr;
+  PyObject* (*PyWeakref_NewRef)(PyObject*, PyObject*) = nullptr;
 
   // Strings, numbers, containers.
-  const char* (*PyUnicode_AsUTF8AndSize)(PyObject*, Py_ssize_t*);
-  PyObject* (*PyUnicode_FromString)(const char*);
-  PyObject* (*PyUnicode_InternFromString)(const char*);
-  PyObject* (*PyUnicode_FromStringAndSize)(const char*, Py_ssize_t);
-  long (*PyLong_AsLong)(PyObject*);
-  PyObject* (*PyDict_GetItem)(PyObject*, PyObject*);          // borrowed, no error
-  PyObject* (*PyDict_GetItemWithError)(PyObject*, PyObject*); // borrowed
-  PyObject* (*PyDict_GetItemString)(PyObject*, const char*);  // borrowed, no error
-  int (*PyDict_SetItemString)(PyObject*, const char*, PyObject*);
-  PyObject* (*PyDict_New)();
-  int (*PyDict_Next)(PyObject*, Py_ssize_t*, PyObject**, PyObject**);
-  Py_ssize_t (*PyDict_Size)(PyObject*);
-  Py_ssize_t (*PyList_Size)(PyObject*);
-  PyObject* (*PyList_GetItem)(PyObject*, Py_ssize_t);
-  PyObject* (*PySys_GetObject)(const char*);
-  PyObject* (*PyImport_GetModuleDict)();
+  const char* (*PyUnicode_AsUTF8AndSize)(PyObject*, Py_ssize_t*) = nullptr;
+  PyObject* (*PyUnicode_FromString)(const char*) = nullptr;
+  PyObject* (*PyUnicode_InternFromString)(const char*) = nullptr;
+  PyObject* (*PyUnicode_FromStringAndSize)(const char*, Py_ssize_t) = nullptr;
+  long (*PyLong_AsLong)(PyObject*) = nullptr;
+  PyObject* (*PyDict_GetItem)(PyObject*, PyObject*) = nullptr;          // borrowed, no error
+  PyObject* (*PyDict_GetItemWithError)(PyObject*, PyObject*) = nullptr; // borrowed
+  PyObject* (*PyDict_GetItemString)(PyObject*, const char*) = nullptr;  // borrowed, no error
+  int (*PyDict_SetItemString)(PyObject*, const char*, PyObject*) = nullptr;
+  PyObject* (*PyDict_New)() = nullptr;
+  int (*PyDict_Next)(PyObject*, Py_ssize_t*, PyObject**, PyObject**) = nullptr;
+  Py_ssize_t (*PyDict_Size)(PyObject*) = nullptr;
+  Py_ssize_t (*PyList_Size)(PyObject*) = nullptr;
+  PyObject* (*PyList_GetItem)(PyObject*, Py_ssize_t) = nullptr;
+  PyObject* (*PySys_GetObject)(const char*) = nullptr;
+  PyObject* (*PyImport_GetModuleDict)() = nullptr;
 
   // Frames. 3.9+ has accessors; 3.8 reads the same facts through frame attributes.
-  PyObject* (*PyEval_GetFrame)();
-  PyObject* (*PyFrame_GetBack)(PyObject*);  // 3.9+, new reference
-  PyObject* (*PyFrame_GetCode)(PyObject*);  // 3.9+, new reference
-  int (*PyFrame_GetLineNumber)(PyObject*);
-  int (*PyFrame_GetLasti)(PyObject*);  // 3.11+: byte offset of the current instruction
-  char* (*PyBytes_AsString)(PyObject*);
-  Py_ssize_t (*PyBytes_Size)(PyObject*);
+  PyObject* (*PyEval_GetFrame)() = nullptr;
+  PyObject* (*PyFrame_GetBack)(PyObject*) = nullptr;  // 3.9+, new reference
+  PyObject* (*PyFrame_GetCode)(PyObject*) = nullptr;  // 3.9+, new reference
+  int (*PyFrame_GetLineNumber)(PyObject*) = nullptr;
+  int (*PyFrame_GetLasti)(PyObject*) = nullptr;  // 3.11+: byte offset of the current instruction
+  char* (*PyBytes_AsString)(PyObject*) = nullptr;
+  Py_ssize_t (*PyBytes_Size)(PyObject*) = nullptr;
 
   // Interpreters. 3.8 spells PyInterpreterState_Get with a leading underscore.
-  void* (*PyInterpreterState_Get)();
-  int64_t (*PyInterpreterState_GetID)(void*);
-  void* (*PyInterpreterState_Main)();
+  void* (*PyInterpreterState_Get)() = nullptr;
+  int64_t (*PyInterpreterState_GetID)(void*) = nullptr;
+  void* (*PyInterpreterState_Main)() = nullptr;
 
   // Py_IsFinalizing (3.13) / _Py_IsFinalizing (3.8-3.12): true once Py_FinalizeEx began.
-  int (*Py_IsFinalizing)();
+  int (*Py_IsFinalizing)() = nullptr;
 
   // Dict watchers (3.12+): exact attribution of sys.modules writes.
-  int (*PyDict_AddWatcher)(DictWatchCallback);
-  int (*PyDict_Watch)(int, PyObject*);
+  int (*PyDict_AddWatcher)(DictWatchCallback) = nullptr;
+  int (*PyDict_Watch)(int, PyObject*) = nullptr;
 
   bool has_dict_watchers() const { return PyDict_AddWatcher && PyDict_Watch; }
 
