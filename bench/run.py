@@ -245,25 +245,7 @@ def run_once(argv, env, cwd, stderr_devnull=False):
 # measures as on this machine in this run (noise plus the cost of the preload itself).
 CONTENDERS = ["untraced", "inert", "imptrace", "imptrace+native", "importtime", "pywrapper"]
 # The contenders that write a trace (trace bytes, composition, import count).
-TRACING = ("imptrace", "imptrace+native", "floor")
-# With --floor: the measurement build (cmake -DIMPTRACE_FLOOR=ON) of the same source, which
-# records only each import's name, nesting, times, outcome and module identity. It runs
-# after imptrace in every round as the "floor" contender: the cost of any recorder that
-# hooks the import and writes as it goes, which no cut of imptrace's content can go below.
-FLOOR_LIB = None
-
-
-def build_floor(scratch, log):
-    """Builds the floor variant of this checkout's tracer into the scratch directory."""
-    build = os.path.join(scratch, "floor-build")
-    log(f"bench: building the floor tracer (-DIMPTRACE_FLOOR=ON) in {build}")
-    for cmd in (["cmake", "-S", REPO, "-B", build, "-DCMAKE_BUILD_TYPE=Release", "-DIMPTRACE_FLOOR=ON",
-                 "-DIMPTRACE_BUILD_VIEWER=OFF", "-DIMPTRACE_BUILD_TESTS=OFF"],
-                ["cmake", "--build", build, "-j2", "--target", "imptrace_tracer"]):
-        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
-        if r.returncode != 0:
-            raise SystemExit(f"bench: building the floor tracer failed:\n{r.stdout[-2000:]}")
-    return os.path.join(build, "libimptrace.so")
+TRACING = ("imptrace", "imptrace+native")
 
 
 def command(workload, contender, src, suite, lib, tracedir):
@@ -275,9 +257,9 @@ def command(workload, contender, src, suite, lib, tracedir):
         target, cwd = [os.path.join(src, f"{workload}_main.py")], src
     if contender == "untraced":
         argv = [PY] + target
-    elif contender in ("imptrace", "imptrace+native", "inert", "floor"):
+    elif contender in ("imptrace", "imptrace+native", "inert"):
         argv = [PY] + target
-        env["LD_PRELOAD"] = FLOOR_LIB if contender == "floor" else lib
+        env["LD_PRELOAD"] = lib
         env["IMPTRACE_OUTPUT"] = tracedir + "/"
         if contender == "imptrace+native":
             env["IMPTRACE_NATIVE_STACKS"] = "1"
@@ -476,7 +458,7 @@ def run_callgrind(workload, src, suite, lib, viewer, scratch, imports, log, prof
     # inert: the library preloaded and disabled. What it adds is the preload's own cost,
     # which every contender that preloads pays: the dynamic linker searches the preloaded
     # library first for every symbol of every library loaded later (torch's are many).
-    for c in ("untraced", "inert", "imptrace") + (("floor",) if FLOOR_LIB else ()):
+    for c in ("untraced", "inert", "imptrace"):
         tracedir = os.path.join(scratch, f"trace-cg-{workload}-{c}")
         argv, env, cwd = command(workload, c, src, suite, lib, tracedir)
         # Fixed str hashes: with randomised ones, dict probe lengths (and so the counts)
@@ -560,7 +542,7 @@ def parse_annotate(txt):
 
 # ----------------------------------------------------------------------------------------
 # Viewer speed: traces of 100,000 imports written directly in the wire format
-# (proto/imptrace.proto, field numbers as in proto/records.h).
+# (proto/imptrace.proto, field numbers from its .proto).
 
 
 def varint(v):
@@ -860,11 +842,11 @@ def report(args, cmdline, per_workload, cg, viewer_rows, viewer_bytes, viewer_n)
     if cg:
         L.append("## Instruction counts (callgrind)")
         L.append("")
-        L.append("| workload (imptrace; floor, inert where named) | untraced | traced | ratio | +instructions/import "
+        L.append("| workload (imptrace; inert where named) | untraced | traced | ratio | +instructions/import "
                  "| +I1 misses/import (ratio) | +D1 misses/import (ratio) | callgrind wall s |")
         L.append("|---|---:|---:|---:|---:|---:|---:|---:|")
         for w, (counts, _, imports, _) in cg.items():
-            for c in ("imptrace", "floor", "inert"):
+            for c in ("imptrace", "inert"):
                 if c not in counts:
                     continue
                 un, im = counts["untraced"][0], counts[c][0]
@@ -990,20 +972,11 @@ def report(args, cmdline, per_workload, cg, viewer_rows, viewer_bytes, viewer_n)
                      f"{verdict(im['ci']['cpu_paired'], 1.02, 'imptrace paired ' + fmt_ci(im['cpu_paired'], im['ci']['cpu_paired']))}; "
                      f"the inert control (library loaded, disabled) measured "
                      f"{fmt_ci(inert['cpu_paired'], inert['ci']['cpu_paired'])} in the same rounds.")
-            if "floor" in r:
-                fl = r["floor"]
-                L.append(f"- {w}: the floor recorder (names, times, outcomes, module identities; "
-                         f"{fl['bytes_per_import']:.0f} B/import) measured CPU paired "
-                         f"{fmt_ci(fl['cpu_paired'], fl['ci']['cpu_paired'])}, "
-                         f"{fmt_ci(fl['us_cpu_paired'], fl['ci']['us_cpu_paired'], '{:+.2f}', '{:+.1f}')} "
-                         f"µs/import: ≤ 1.5 µs/import "
-                         f"{verdict(fl['ci']['us_cpu_paired'], 1.5, 'for the floor itself')}.")
         L.append("")
     return "\n".join(L)
 
 
 def main():
-    global FLOOR_LIB
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=7, help="measured rounds per workload (default 7)")
     ap.add_argument("--torch-rounds", type=int, default=None, help="rounds for import torch (default: --rounds)")
@@ -1011,8 +984,6 @@ def main():
                     help="comma-separated subset of tree,torch,pytest,storm ('' for none)")
     ap.add_argument("--callgrind", action="store_true",
                     help="also count instructions under valgrind --tool=callgrind (tree and torch; ~3 min)")
-    ap.add_argument("--floor", action="store_true",
-                    help="also build and run the floor tracer (cmake -DIMPTRACE_FLOOR=ON) as a contender")
     ap.add_argument("--no-viewer", action="store_true", help="skip the viewer benchmark")
     ap.add_argument("--viewer-imports", type=int, default=100000)
     ap.add_argument("--viewer-rounds", type=int, default=3)
@@ -1046,9 +1017,6 @@ def main():
         src, suite = generate(work)
         scratch = os.path.join(work, "scratch")
         os.makedirs(scratch)
-        if args.floor:
-            FLOOR_LIB = build_floor(scratch, log)
-            CONTENDERS.insert(CONTENDERS.index("imptrace") + 1, "floor")
         per = {}
         for w in workloads:
             rounds = args.torch_rounds if (w == "torch" and args.torch_rounds) else args.rounds

@@ -61,15 +61,12 @@ bool resolve_cpython_api() {
   ok &= need(py.PyModule_Type, "PyModule_Type");
   ok &= need(py.PyUnicode_Type, "PyUnicode_Type");
   ok &= need(py.PyType_Type, "PyType_Type");
-  PyObject** attr_exc = nullptr;
-  ok &= need(attr_exc, "PyExc_AttributeError");
   ok &= need(py.PyModule_GetDict, "PyModule_GetDict");
   ok &= need(py.PyErr_Occurred, "PyErr_Occurred");
   ok &= need(py.PyErr_Fetch, "PyErr_Fetch");
   ok &= need(py.PyErr_Restore, "PyErr_Restore");
   ok &= need(py.PyErr_NormalizeException, "PyErr_NormalizeException");
   ok &= need(py.PyErr_Clear, "PyErr_Clear");
-  ok &= need(py.PyErr_GivenExceptionMatches, "PyErr_GivenExceptionMatches");
   ok &= need(py.PyCFunction_NewEx, "PyCFunction_NewEx");
   ok &= need(py.PyInstanceMethod_New, "PyInstanceMethod_New");
   ok &= need(py.PyTuple_New, "PyTuple_New");
@@ -82,8 +79,6 @@ bool resolve_cpython_api() {
   ok &= need(py.PyUnicode_InternFromString, "PyUnicode_InternFromString");
   ok &= need(py.PyUnicode_FromStringAndSize, "PyUnicode_FromStringAndSize");
   ok &= need(py.PyLong_AsLong, "PyLong_AsLong");
-  ok &= need(py.PyLong_FromVoidPtr, "PyLong_FromVoidPtr");
-  ok &= need(py.PyLong_AsVoidPtr, "PyLong_AsVoidPtr");
   ok &= need(py.PyDict_GetItem, "PyDict_GetItem");
   ok &= need(py.PyDict_GetItemWithError, "PyDict_GetItemWithError");
   ok &= need(py.PyDict_GetItemString, "PyDict_GetItemString");
@@ -102,7 +97,6 @@ bool resolve_cpython_api() {
   if (!need(py.PyInterpreterState_Get, "PyInterpreterState_Get"))  // 3.9+
     ok &= need(py.PyInterpreterState_Get, "_PyInterpreterState_Get");  // 3.8
   if (!ok) return false;
-  if (attr_exc) py.PyExc_AttributeError = *attr_exc;
   ok &= need(py.None, "_Py_NoneStruct");
   if (!ok) return false;
 
@@ -125,7 +119,7 @@ bool resolve_cpython_api() {
   // The object header layout, told by None's type pointer (Py_TYPE is part of the stable
   // ABI; only Py_TRACE_REFS builds put two list links in front of it).
   if (void* none_type = dlsym(RTLD_DEFAULT, "_PyNone_Type")) {
-    for (int off : {8, 24}) {
+    for (int off : {layout::kTypeAfterRefcnt, layout::kTraceRefsLinks + layout::kTypeAfterRefcnt}) {
       if (*reinterpret_cast<void* const*>(reinterpret_cast<const char*>(py.None) + off) == none_type) {
         py.ob_type_offset = off;
         break;
@@ -152,9 +146,9 @@ namespace {
 void** type_word(const char* symbol, const char* name, size_t index) {
   char* type = static_cast<char*>(dlsym(RTLD_DEFAULT, symbol));
   if (!type) return nullptr;
-  for (size_t head : {size_t(0), size_t(16)}) {
-    const char* const* tp_name = reinterpret_cast<const char* const*>(type + head + 24);
-    if (*tp_name && strcmp(*tp_name, name) == 0) return reinterpret_cast<void**>(type + head + index * 8);
+  for (size_t head : {size_t(0), size_t(layout::kTraceRefsLinks)}) {
+    const char* const* tp_name = reinterpret_cast<const char* const*>(type + head + layout::kTpName * sizeof(void*));
+    if (*tp_name && strcmp(*tp_name, name) == 0) return reinterpret_cast<void**>(type + head + index * sizeof(void*));
   }
   return nullptr;
 }
@@ -193,20 +187,20 @@ void** find_audit_hook_head(void* entry) {
 }
 
 SetterFn patch_class_setter(SetterFn hook) {
-  // tp_getset is word 31 of PyTypeObject (stable 3.8-3.13); object's first entry is
-  // {"__class__", object_get_class, object_set_class, doc, closure}.
-  void** getset = type_word("PyBaseObject_Type", "object", 31);
+  // object's first tp_getset entry is {"__class__", object_get_class, object_set_class,
+  // doc, closure} (stable 3.8-3.13).
+  void** getset = type_word("PyBaseObject_Type", "object", layout::kTpGetset);
   if (!getset || !*getset) return nullptr;
   void** def = static_cast<void**>(*getset);
-  const char* name = static_cast<const char*>(def[0]);
-  if (!name || strcmp(name, "__class__") != 0 || !def[1] || !def[2]) return nullptr;
-  auto orig = reinterpret_cast<SetterFn>(def[2]);
-  if (!store_slot(&def[2], reinterpret_cast<void*>(hook))) return nullptr;
+  const char* name = static_cast<const char*>(def[layout::kGetsetName]);
+  if (!name || strcmp(name, "__class__") != 0 || !def[layout::kGetsetGet] || !def[layout::kGetsetSet]) return nullptr;
+  auto orig = reinterpret_cast<SetterFn>(def[layout::kGetsetSet]);
+  if (!store_slot(&def[layout::kGetsetSet], reinterpret_cast<void*>(hook))) return nullptr;
   return orig;
 }
 
 DestructorFn patch_module_dealloc(DestructorFn hook) {
-  void** slot = type_word("PyModule_Type", "module", 6);  // tp_dealloc
+  void** slot = type_word("PyModule_Type", "module", layout::kTpDealloc);
   if (!slot || !*slot) return nullptr;
   auto orig = reinterpret_cast<DestructorFn>(*slot);
   if (!store_slot(slot, reinterpret_cast<void*>(hook))) return nullptr;
@@ -215,10 +209,9 @@ DestructorFn patch_module_dealloc(DestructorFn hook) {
 
 ObjObjArgProc patch_dict_ass_subscript(ObjObjArgProc hook) {
   if (py.minor > 11) return nullptr;
-  // tp_as_mapping is word 14; PyMappingMethods: mp_length, mp_subscript, mp_ass_subscript.
-  void** as_mapping = type_word("PyDict_Type", "dict", 14);
+  void** as_mapping = type_word("PyDict_Type", "dict", layout::kTpAsMapping);
   if (!as_mapping || !*as_mapping) return nullptr;
-  void** slot = static_cast<void**>(*as_mapping) + 2;
+  void** slot = static_cast<void**>(*as_mapping) + layout::kMpAssSubscript;
   auto orig = reinterpret_cast<ObjObjArgProc>(*slot);
   if (!orig || !store_slot(slot, reinterpret_cast<void*>(hook))) return nullptr;
   return orig;
@@ -228,7 +221,7 @@ void probe_dict_version() {
   if (py.minor > 11 || py.ob_type_offset < 0 || py.dict_version_offset >= 0) return;
   PyObject* d = py.PyDict_New();
   if (!d) { py.PyErr_Clear(); return; }
-  int off = py.ob_type_offset + 16;  // after ob_type and ma_used
+  int off = py.ob_type_offset + layout::kDictVersion;
   auto tag = [&]() { return *reinterpret_cast<const uint64_t*>(reinterpret_cast<const char*>(d) + off); };
   uint64_t before = tag();
   bool ok = py.PyDict_SetItemString(d, "a", py.None) == 0;
@@ -252,21 +245,25 @@ const char* str_utf8_slow(PyObject* s, Py_ssize_t* n) {
 
 void probe_str_layout() {
   if (py.ob_type_offset < 0 || py.ascii_data_offset >= 0 || py.minor < 8 || py.minor > 13) return;
-  int offset = py.ob_type_offset + (py.minor >= 12 ? 32 : 40);  // after ob_type: length, hash, state, [wstr]
-  PyObject* ascii = py.PyUnicode_FromString("imptrace layout probe");
+  int offset = py.ob_type_offset + (py.minor >= 12 ? layout::kAsciiData : layout::kAsciiDataWithWstr);
+  static const char kAsciiProbe[] = "imptrace layout probe";
+  constexpr Py_ssize_t kAsciiProbeLength = sizeof kAsciiProbe - 1;
+  PyObject* ascii = py.PyUnicode_FromString(kAsciiProbe);
   PyObject* latin = py.PyUnicode_FromString("caf\xc3\xa9");  // "café": compact, not ASCII
   bool ok = ascii && latin;
   if (ok) {
     const char* a = reinterpret_cast<const char*>(ascii) + py.ob_type_offset;
     const char* l = reinterpret_cast<const char*>(latin) + py.ob_type_offset;
-    uint32_t sa = *reinterpret_cast<const uint32_t*>(a + 24), sl = *reinterpret_cast<const uint32_t*>(l + 24);
+    uint32_t sa = *reinterpret_cast<const uint32_t*>(a + layout::kStrState);
+    uint32_t sl = *reinterpret_cast<const uint32_t*>(l + layout::kStrState);
+    constexpr uint32_t kBits = layout::kStrCompact | layout::kStrAscii;
     Py_ssize_t n = 0;
     const char* api = py.PyUnicode_AsUTF8AndSize(ascii, &n);
-    ok = (sa & 0x60u) == 0x60u && (sl & 0x60u) == 0x20u &&
-         *reinterpret_cast<const Py_ssize_t*>(a + 8) == 21 && n == 21 &&
-         *reinterpret_cast<const Py_ssize_t*>(l + 8) == 4 &&
+    ok = (sa & kBits) == kBits && (sl & kBits) == layout::kStrCompact &&
+         *reinterpret_cast<const Py_ssize_t*>(a + layout::kStrLength) == kAsciiProbeLength && n == kAsciiProbeLength &&
+         *reinterpret_cast<const Py_ssize_t*>(l + layout::kStrLength) == 4 &&  // "café": 4 characters
          api == reinterpret_cast<const char*>(ascii) + offset &&
-         memcmp(api, "imptrace layout probe", 21) == 0;
+         memcmp(api, kAsciiProbe, kAsciiProbeLength) == 0;
   }
   if (!ok) py.PyErr_Clear();
   if (ascii) py.Py_DecRef(ascii);
@@ -314,36 +311,49 @@ namespace {
 // then kind-specific bytes. Kinds 13 (no columns) and 14 (long) start with a signed varint
 // line delta; 10-12 are one-line forms with delta kind - 10; 15 has no line; 0-9 keep the
 // line. Varints come in 6-bit chunks, bit 6 = more.
+constexpr int kLocShortForms = 9;      // 0-9: the line does not change
+constexpr int kLocOneLine0 = 10;       // 10-12: one line, delta kind - 10
+constexpr int kLocOneLine2 = 12;
+constexpr int kLocNoColumns = 13;      // a varint line delta, no columns
+constexpr int kLocLong = 14;           // a varint line delta, then more varints
+constexpr int kLocNone = 15;           // no line
+constexpr uint8_t kLocEntryStart = 128;
+constexpr uint8_t kVarintMore = 64;    // location-table varints: 6 bits a byte, bit 6 = more
+constexpr uint8_t kVarintBits = 63;
+
 bool advance_line(LineCursor& c) {
   if (c.pos >= c.len) return false;
   uint8_t head = c.table[c.pos];
   int kind = (head >> 3) & 15;
   uint32_t p = c.pos + 1;
   int32_t delta = 0;
-  if (kind == 13 || kind == 14) {
+  if (kind == kLocNoColumns || kind == kLocLong) {
     uint32_t u = 0;
     int shift = 0;
-    uint8_t b = 64;
-    while ((b & 64) && p < c.len && shift < 30) {
+    uint8_t b = kVarintMore;
+    while ((b & kVarintMore) && p < c.len && shift < 30) {
       b = c.table[p++];
-      u |= static_cast<uint32_t>(b & 63) << shift;
+      u |= static_cast<uint32_t>(b & kVarintBits) << shift;
       shift += 6;
     }
     delta = (u & 1) ? -static_cast<int32_t>(u >> 1) : static_cast<int32_t>(u >> 1);
-  } else if (kind >= 10 && kind <= 12) {
-    delta = kind - 10;
+  } else if (kind >= kLocOneLine0 && kind <= kLocOneLine2) {
+    delta = kind - kLocOneLine0;
   }
   c.computed += delta;
-  c.line = kind == 15 ? -1 : c.computed;
+  c.line = kind == kLocNone ? -1 : c.computed;
   c.start = c.end;
   c.end += ((head & 7u) + 1) * 2;
   // Next entry: fixed sizes for the fixed forms (short: 1 column byte, one-line: 2, none:
   // 0), checked against the entry-start bit; varint forms are scanned.
-  uint32_t next = kind <= 9 ? c.pos + 2 : kind <= 12 ? c.pos + 3 : kind == 15 ? c.pos + 1 : c.len + 1;
-  if (next < c.len ? (c.table[next] & 128) : next == c.len) {
+  uint32_t next = kind <= kLocShortForms ? c.pos + 2
+                : kind <= kLocOneLine2  ? c.pos + 3
+                : kind == kLocNone      ? c.pos + 1
+                                        : c.len + 1;
+  if (next < c.len ? (c.table[next] & kLocEntryStart) : next == c.len) {
     c.pos = next;
   } else {
-    do ++c.pos; while (c.pos < c.len && !(c.table[c.pos] & 128));
+    do ++c.pos; while (c.pos < c.len && !(c.table[c.pos] & kLocEntryStart));
   }
   return true;
 }

@@ -50,94 +50,93 @@ enum DictWatchEvent {
 };
 typedef int (*DictWatchCallback)(int event, PyObject* dict, PyObject* key, PyObject* new_value);
 
+// Every member has an initialiser, so that `py` is constant-initialised: the library's
+// constructor fills it in before main, and a dynamic initialiser running after it (static
+// initialisation order is not defined between the two) would put the defaults back.
 struct CPythonApi {
   int minor = 0;  // 3.<minor>, from Py_GetVersion
   bool shared = false;
   bool debug = false;
 
   // Needed before Py_Initialize.
-  int (*Py_IsInitialized)();
-  const char* (*Py_GetVersion)();
-  int (*PySys_AddAuditHook)(Py_AuditHookFunction, void*);
-  void (*PyMem_GetAllocator)(int, PyMemAllocatorEx*);
-  void (*PyMem_SetAllocator)(int, PyMemAllocatorEx*);
+  int (*Py_IsInitialized)() = nullptr;
+  const char* (*Py_GetVersion)() = nullptr;
+  int (*PySys_AddAuditHook)(Py_AuditHookFunction, void*) = nullptr;
+  void (*PyMem_GetAllocator)(int, PyMemAllocatorEx*) = nullptr;
+  void (*PyMem_SetAllocator)(int, PyMemAllocatorEx*) = nullptr;
 
   // Objects and errors.
-  void (*Py_IncRef)(PyObject*);
-  void (*Py_DecRef)(PyObject*);
-  PyObject* (*PyObject_Type)(PyObject*);
-  PyObject* (*PyObject_GetAttr)(PyObject*, PyObject*);
-  PyObject* (*PyObject_GetAttrString)(PyObject*, const char*);
-  int (*PyObject_SetAttrString)(PyObject*, const char*, PyObject*);
-  PyObject* (*PyObject_GenericGetDict)(PyObject*, void*);
-  PyObject* (*PyObject_Str)(PyObject*);
-  PyObject* (*PyObject_CallFunctionObjArgs)(PyObject*, ...);
-  PyObject* (*PyObject_Call)(PyObject*, PyObject*, PyObject*);
+  void (*Py_IncRef)(PyObject*) = nullptr;
+  void (*Py_DecRef)(PyObject*) = nullptr;
+  PyObject* (*PyObject_Type)(PyObject*) = nullptr;
+  PyObject* (*PyObject_GetAttr)(PyObject*, PyObject*) = nullptr;
+  PyObject* (*PyObject_GetAttrString)(PyObject*, const char*) = nullptr;
+  int (*PyObject_SetAttrString)(PyObject*, const char*, PyObject*) = nullptr;
+  PyObject* (*PyObject_GenericGetDict)(PyObject*, void*) = nullptr;
+  PyObject* (*PyObject_Str)(PyObject*) = nullptr;
+  PyObject* (*PyObject_CallFunctionObjArgs)(PyObject*, ...) = nullptr;
+  PyObject* (*PyObject_Call)(PyObject*, PyObject*, PyObject*) = nullptr;
   // 3.9+ (3.8 has it only as an inline function): a call with the arguments as received.
-  PyObject* (*PyObject_Vectorcall)(PyObject*, PyObject* const*, size_t, PyObject*);
-  int (*PyType_IsSubtype)(PyObject*, PyObject*);
-  unsigned long (*PyType_GetFlags)(PyObject*);
-  PyObject* PyModule_Type;
-  PyObject* PyUnicode_Type;
-  PyObject* PyType_Type;
-  PyObject* PyCFunction_Type;  // builtin_function_or_method (null if not found)
-  PyObject* None;  // &_Py_NoneStruct
-  PyObject* PyExc_AttributeError;
-  PyObject* (*PyModule_GetDict)(PyObject*);
-  PyObject* (*PyErr_Occurred)();
-  void (*PyErr_Fetch)(PyObject**, PyObject**, PyObject**);
-  void (*PyErr_Restore)(PyObject*, PyObject*, PyObject*);
-  void (*PyErr_NormalizeException)(PyObject**, PyObject**, PyObject**);
-  void (*PyErr_Clear)();
-  int (*PyErr_GivenExceptionMatches)(PyObject*, PyObject*);
-  PyObject* (*PyCFunction_NewEx)(PyMethodDef*, PyObject*, PyObject*);
-  PyObject* (*PyInstanceMethod_New)(PyObject*);
-  PyObject* (*PyTuple_New)(Py_ssize_t);
-  PyObject* (*PyTuple_GetItem)(PyObject*, Py_ssize_t);
-  int (*PyTuple_SetItem)(PyObject*, Py_ssize_t, PyObject*);
-  Py_ssize_t (*PyTuple_Size)(PyObject*);
-  PyObject* (*PyWeakref_NewRef)(PyObject*, PyObject*);
+  PyObject* (*PyObject_Vectorcall)(PyObject*, PyObject* const*, size_t, PyObject*) = nullptr;
+  int (*PyType_IsSubtype)(PyObject*, PyObject*) = nullptr;
+  unsigned long (*PyType_GetFlags)(PyObject*) = nullptr;
+  PyObject* PyModule_Type = nullptr;
+  PyObject* PyUnicode_Type = nullptr;
+  PyObject* PyType_Type = nullptr;
+  PyObject* PyCFunction_Type = nullptr;  // builtin_function_or_method (null if not found)
+  PyObject* None = nullptr;  // &_Py_NoneStruct
+  PyObject* (*PyModule_GetDict)(PyObject*) = nullptr;
+  PyObject* (*PyErr_Occurred)() = nullptr;
+  void (*PyErr_Fetch)(PyObject**, PyObject**, PyObject**) = nullptr;
+  void (*PyErr_Restore)(PyObject*, PyObject*, PyObject*) = nullptr;
+  void (*PyErr_NormalizeException)(PyObject**, PyObject**, PyObject**) = nullptr;
+  void (*PyErr_Clear)() = nullptr;
+  PyObject* (*PyCFunction_NewEx)(PyMethodDef*, PyObject*, PyObject*) = nullptr;
+  PyObject* (*PyInstanceMethod_New)(PyObject*) = nullptr;
+  PyObject* (*PyTuple_New)(Py_ssize_t) = nullptr;
+  PyObject* (*PyTuple_GetItem)(PyObject*, Py_ssize_t) = nullptr;
+  int (*PyTuple_SetItem)(PyObject*, Py_ssize_t, PyObject*) = nullptr;
+  Py_ssize_t (*PyTuple_Size)(PyObject*) = nullptr;
+  PyObject* (*PyWeakref_NewRef)(PyObject*, PyObject*) = nullptr;
 
   // Strings, numbers, containers.
-  const char* (*PyUnicode_AsUTF8AndSize)(PyObject*, Py_ssize_t*);
-  PyObject* (*PyUnicode_FromString)(const char*);
-  PyObject* (*PyUnicode_InternFromString)(const char*);
-  PyObject* (*PyUnicode_FromStringAndSize)(const char*, Py_ssize_t);
-  long (*PyLong_AsLong)(PyObject*);
-  PyObject* (*PyLong_FromVoidPtr)(void*);
-  void* (*PyLong_AsVoidPtr)(PyObject*);
-  PyObject* (*PyDict_GetItem)(PyObject*, PyObject*);          // borrowed, no error
-  PyObject* (*PyDict_GetItemWithError)(PyObject*, PyObject*); // borrowed
-  PyObject* (*PyDict_GetItemString)(PyObject*, const char*);  // borrowed, no error
-  int (*PyDict_SetItemString)(PyObject*, const char*, PyObject*);
-  PyObject* (*PyDict_New)();
-  int (*PyDict_Next)(PyObject*, Py_ssize_t*, PyObject**, PyObject**);
-  Py_ssize_t (*PyDict_Size)(PyObject*);
-  Py_ssize_t (*PyList_Size)(PyObject*);
-  PyObject* (*PyList_GetItem)(PyObject*, Py_ssize_t);
-  PyObject* (*PySys_GetObject)(const char*);
-  PyObject* (*PyImport_GetModuleDict)();
+  const char* (*PyUnicode_AsUTF8AndSize)(PyObject*, Py_ssize_t*) = nullptr;
+  PyObject* (*PyUnicode_FromString)(const char*) = nullptr;
+  PyObject* (*PyUnicode_InternFromString)(const char*) = nullptr;
+  PyObject* (*PyUnicode_FromStringAndSize)(const char*, Py_ssize_t) = nullptr;
+  long (*PyLong_AsLong)(PyObject*) = nullptr;
+  PyObject* (*PyDict_GetItem)(PyObject*, PyObject*) = nullptr;          // borrowed, no error
+  PyObject* (*PyDict_GetItemWithError)(PyObject*, PyObject*) = nullptr; // borrowed
+  PyObject* (*PyDict_GetItemString)(PyObject*, const char*) = nullptr;  // borrowed, no error
+  int (*PyDict_SetItemString)(PyObject*, const char*, PyObject*) = nullptr;
+  PyObject* (*PyDict_New)() = nullptr;
+  int (*PyDict_Next)(PyObject*, Py_ssize_t*, PyObject**, PyObject**) = nullptr;
+  Py_ssize_t (*PyDict_Size)(PyObject*) = nullptr;
+  Py_ssize_t (*PyList_Size)(PyObject*) = nullptr;
+  PyObject* (*PyList_GetItem)(PyObject*, Py_ssize_t) = nullptr;
+  PyObject* (*PySys_GetObject)(const char*) = nullptr;
+  PyObject* (*PyImport_GetModuleDict)() = nullptr;
 
   // Frames. 3.9+ has accessors; 3.8 reads the same facts through frame attributes.
-  PyObject* (*PyEval_GetFrame)();
-  PyObject* (*PyFrame_GetBack)(PyObject*);  // 3.9+, new reference
-  PyObject* (*PyFrame_GetCode)(PyObject*);  // 3.9+, new reference
-  int (*PyFrame_GetLineNumber)(PyObject*);
-  int (*PyFrame_GetLasti)(PyObject*);  // 3.11+: byte offset of the current instruction
-  char* (*PyBytes_AsString)(PyObject*);
-  Py_ssize_t (*PyBytes_Size)(PyObject*);
+  PyObject* (*PyEval_GetFrame)() = nullptr;
+  PyObject* (*PyFrame_GetBack)(PyObject*) = nullptr;  // 3.9+, new reference
+  PyObject* (*PyFrame_GetCode)(PyObject*) = nullptr;  // 3.9+, new reference
+  int (*PyFrame_GetLineNumber)(PyObject*) = nullptr;
+  int (*PyFrame_GetLasti)(PyObject*) = nullptr;  // 3.11+: byte offset of the current instruction
+  char* (*PyBytes_AsString)(PyObject*) = nullptr;
+  Py_ssize_t (*PyBytes_Size)(PyObject*) = nullptr;
 
   // Interpreters. 3.8 spells PyInterpreterState_Get with a leading underscore.
-  void* (*PyInterpreterState_Get)();
-  int64_t (*PyInterpreterState_GetID)(void*);
-  void* (*PyInterpreterState_Main)();
+  void* (*PyInterpreterState_Get)() = nullptr;
+  int64_t (*PyInterpreterState_GetID)(void*) = nullptr;
+  void* (*PyInterpreterState_Main)() = nullptr;
 
   // Py_IsFinalizing (3.13) / _Py_IsFinalizing (3.8-3.12): true once Py_FinalizeEx began.
-  int (*Py_IsFinalizing)();
+  int (*Py_IsFinalizing)() = nullptr;
 
   // Dict watchers (3.12+): exact attribution of sys.modules writes.
-  int (*PyDict_AddWatcher)(DictWatchCallback);
-  int (*PyDict_Watch)(int, PyObject*);
+  int (*PyDict_AddWatcher)(DictWatchCallback) = nullptr;
+  int (*PyDict_Watch)(int, PyObject*) = nullptr;
 
   bool has_dict_watchers() const { return PyDict_AddWatcher && PyDict_Watch; }
 
@@ -156,6 +155,31 @@ extern CPythonApi py;
 // Looks the API up in the running process. False: this is not a CPython 3.8+ process (or a
 // part we need is missing) and the tracer must stay inert.
 bool resolve_cpython_api();
+
+// Where fields sit in CPython's objects, 3.8-3.13 (release and debug builds alike; the
+// one difference, Py_TRACE_REFS's two list links in front of every object, is found at
+// run time and kept in CPythonApi::ob_type_offset). Offsets marked "from ob_type" count
+// from the object's type pointer, wherever the header put it.
+namespace layout {
+constexpr int kTypeAfterRefcnt = 8;    // PyObject: ob_refcnt, then ob_type
+constexpr int kTraceRefsLinks = 16;    // Py_TRACE_REFS: _ob_next, _ob_prev before ob_refcnt
+constexpr int kVarSize = 8;            // PyVarObject.ob_size, from ob_type
+constexpr int kListItems = 16;         // PyListObject.ob_item, from ob_type
+constexpr int kDictVersion = 16;       // PyDictObject.ma_version_tag (3.8-3.11), from ob_type
+constexpr int kStrLength = 8;          // PyASCIIObject.length, from ob_type
+constexpr int kStrState = 24;          // PyASCIIObject.state (a bit field word), from ob_type
+constexpr uint32_t kStrCompact = 0x20;  // state.compact
+constexpr uint32_t kStrAscii = 0x40;    // state.ascii
+constexpr int kAsciiDataWithWstr = 40;  // a compact ASCII str's characters, from ob_type (3.8-3.11)
+constexpr int kAsciiData = 32;          // ... 3.12+ (no wstr)
+// PyTypeObject words (8 bytes each, counted from the start of a release-build object).
+constexpr size_t kTpName = 3;
+constexpr size_t kTpDealloc = 6;
+constexpr size_t kTpAsMapping = 14;
+constexpr size_t kTpGetset = 31;
+constexpr size_t kMpAssSubscript = 2;  // PyMappingMethods: mp_length, mp_subscript, mp_ass_subscript
+constexpr size_t kGetsetName = 0, kGetsetGet = 1, kGetsetSet = 2;  // PyGetSetDef words
+}  // namespace layout
 
 // Type flag bits (stable since 3.0).
 constexpr unsigned long TPFLAGS_LONG_SUBCLASS = 1UL << 24;
@@ -210,9 +234,10 @@ const char* str_utf8_slow(PyObject* s, Py_ssize_t* n);
 inline const char* str_utf8(PyObject* s, Py_ssize_t* n) {
   if (py.ascii_data_offset >= 0 && s && type_of(s) == py.PyUnicode_Type) {
     const char* o = reinterpret_cast<const char*>(s) + py.ob_type_offset;
-    uint32_t state = *reinterpret_cast<const uint32_t*>(o + 24);
-    if ((state & 0x60u) == 0x60u) {
-      *n = *reinterpret_cast<const Py_ssize_t*>(o + 8);
+    uint32_t state = *reinterpret_cast<const uint32_t*>(o + layout::kStrState);
+    constexpr uint32_t kCompactAscii = layout::kStrCompact | layout::kStrAscii;
+    if ((state & kCompactAscii) == kCompactAscii) {
+      *n = *reinterpret_cast<const Py_ssize_t*>(o + layout::kStrLength);
       return reinterpret_cast<const char*>(s) + py.ascii_data_offset;
     }
   }
@@ -225,8 +250,8 @@ inline const char* str_utf8(PyObject* s, Py_ssize_t* n) {
 inline PyObject* const* list_items(PyObject* list, Py_ssize_t* n) {
   if (py.ob_type_offset < 0) return nullptr;
   const char* o = reinterpret_cast<const char*>(list) + py.ob_type_offset;
-  *n = *reinterpret_cast<const Py_ssize_t*>(o + 8);
-  return *reinterpret_cast<PyObject* const* const*>(o + 16);
+  *n = *reinterpret_cast<const Py_ssize_t*>(o + layout::kVarSize);
+  return *reinterpret_cast<PyObject* const* const*>(o + layout::kListItems);
 }
 
 // Holds a new reference and drops it at scope end.

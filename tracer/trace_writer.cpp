@@ -15,7 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cpython_api.h"
 #include "hash.h"
 #include "dense_table.h"
 #include "records.h"
@@ -48,6 +47,8 @@ int64_t g_forked_from = 0;
 char g_cwd[PATH_MAX];        // working directory at process start, for relative patterns
 char g_pattern[PATH_MAX];    // IMPTRACE_OUTPUT or the default
 uint64_t g_start_mono = 0;
+char g_python_version[256];  // for the header
+char g_python_build[32];
 int64_t g_start_unix_ns = 0;
 
 uint64_t mono_ns() {
@@ -514,10 +515,8 @@ void put_header(wire::ByteBuf& b) {
   char exe[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n > 0) { exe[n] = 0; wire::put_string(b, Header::executable, exe); }
-  wire::put_string(b, Header::python_version, py.Py_GetVersion());
-  char build[32];
-  snprintf(build, sizeof build, "%s%s", py.shared ? "shared" : "static", py.debug ? "+debug" : "");
-  wire::put_string(b, Header::python_build, build);
+  wire::put_string(b, Header::python_version, g_python_version);
+  wire::put_string(b, Header::python_build, g_python_build);
   struct utsname u;
   if (uname(&u) == 0) {
     char plat[160];
@@ -569,7 +568,9 @@ void atfork_child() {
 
 }  // namespace
 
-void TraceWriter::init() {
+void TraceWriter::init(const char* python_version, const char* python_build) {
+  snprintf(g_python_version, sizeof g_python_version, "%s", python_version);
+  snprintf(g_python_build, sizeof g_python_build, "%s", python_build);
   if (!getcwd(g_cwd, sizeof g_cwd)) snprintf(g_cwd, sizeof g_cwd, ".");
   const char* out = getenv("IMPTRACE_OUTPUT");
   snprintf(g_pattern, sizeof g_pattern, "%s", out && *out ? out : "imptrace.%n.%p.pb");
@@ -588,7 +589,6 @@ bool TraceWriter::usable() { return !g_broken; }
 void TraceWriter::finish() { trim_reserve(); }
 uint32_t TraceWriter::generation_ = 0;  // 0 in the original process, +1 per fork
 uint32_t TraceWriter::strings_epoch_ = 0;
-void TraceWriter::after_fork_in_child() { atfork_child(); }
 wire::ByteBuf& TraceWriter::buf() { return g_pending; }
 
 uint64_t TraceWriter::now_ns() { return mono_ns() - g_start_mono; }

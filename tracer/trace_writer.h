@@ -3,7 +3,9 @@
 // file with no system call, each batch committed whole (a SIGKILL or os._exit leaves a
 // file readable up to the last record), string interning, and a fresh
 // file in a fork child. Everything here is called with the GIL held, but sub-interpreters
-// with their own GIL (3.12+) and fork make a real lock necessary.
+// with their own GIL (3.12+) and fork make a real lock necessary. Nothing here knows
+// CPython: what the header says about the interpreter is handed to init, so the file can
+// be written and tested without one.
 #pragma once
 
 #include <stddef.h>
@@ -15,8 +17,10 @@ namespace imptrace {
 
 struct TraceWriter {
   // Called once from the library constructor: captures what must be read before the
-  // program can change it (working directory, start time, output pattern).
-  static void init();
+  // program can change it (working directory, start time, output pattern), and what the
+  // header says about the interpreter (its version string, and its build:
+  // "shared"/"static", "+debug").
+  static void init(const char* python_version, const char* python_build);
 
   // Brackets every use of the functions below.
   static void lock();
@@ -51,8 +55,6 @@ struct TraceWriter {
   // False once output failed for good (unwritable directory, disk full): callers skip work.
   static bool usable();
 
-  // Called from the audit hook at the first import, to put sys.path into the header side.
-  static void after_fork_in_child();
   // Bumps in each fork child. Inline: the tracer asks at almost every step.
   static uint32_t generation() { return generation_; }
   static uint32_t generation_;

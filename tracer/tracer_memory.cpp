@@ -17,7 +17,6 @@ namespace {
 // with MemoryError where it passed untraced, with a 32 MiB reservation). A block larger
 // than half a region comes from calloc.
 constexpr size_t kRegion = size_t{1} << 20;
-constexpr size_t kHuge = size_t{2} << 20;  // a region with IMPTRACE_HUGEPAGES=1
 constexpr int kMaxRegions = 256;
 constexpr size_t kPage = 4096;
 // Tables grow through the same few sizes (capacity doublings times a slot size), so the
@@ -31,7 +30,6 @@ struct Region { char* base; char* top; char* end; };
 
 Region g_regions[kMaxRegions];
 int g_nregions = 0;
-int g_huge = -1;  // IMPTRACE_HUGEPAGES=1, read at the first region
 FreeList g_free[kSizes];
 Stats g_stats;
 bool g_lock = false;
@@ -58,36 +56,12 @@ FreeList* list_for(size_t size, bool create) {
   return nullptr;
 }
 
-// Off by default: with the kernel's default THP "defrag" setting, a fault in a region
-// advised MADV_HUGEPAGE may compact memory on the spot, a stall no host process asked for;
-// and on this project's CI machine the time it saves was within the noise (see README).
-bool huge_pages_wanted() {
-  const char* v = getenv("IMPTRACE_HUGEPAGES");
-  return v && v[0] == '1' && v[1] == 0;
-}
-
-size_t region_size() {
-  if (g_huge < 0) g_huge = huge_pages_wanted() ? 1 : 0;
-  return g_huge == 1 ? kHuge : kRegion;
-}
-
 Region* new_region() {
   if (g_nregions == kMaxRegions) return nullptr;
-  size_t size = region_size();
-  // A huge-page region must start on a 2 MiB boundary: map twice that, keep the middle.
-  size_t len = g_huge ? 2 * size : size;
-  void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  constexpr size_t size = kRegion;
+  void* m = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return nullptr;
-  auto raw = reinterpret_cast<uintptr_t>(m);
-  uintptr_t base = raw;
-  if (g_huge) {
-    base = (raw + kHuge - 1) & ~(uintptr_t{kHuge} - 1);
-    if (base > raw) munmap(m, base - raw);
-    if (raw + len > base + size) munmap(reinterpret_cast<void*>(base + size), raw + len - (base + size));
-    // Refused (no THP in this kernel): small pages, still touched once.
-    madvise(reinterpret_cast<void*>(base), size, MADV_HUGEPAGE);
-  }
-  char* b = reinterpret_cast<char*>(base);
+  char* b = static_cast<char*>(m);
   g_regions[g_nregions] = Region{b, b, b + size};
   g_stats.reserved += size;
   return &g_regions[g_nregions++];
@@ -112,7 +86,7 @@ void* alloc_locked(size_t n) {
     ++g_stats.recycled;
     return b;
   }
-  if (size <= region_size() / 2) {
+  if (size <= kRegion / 2) {
     Region* r = g_nregions ? &g_regions[g_nregions - 1] : nullptr;
     // The rest of a region too small for this block is left unused (at most half of it).
     if (!r || size > static_cast<size_t>(r->end - r->top)) r = new_region();

@@ -4,8 +4,7 @@
 // touch every page of every generation. Here blocks come from 1 MiB regions mapped as
 // needed; a block a table outgrew is kept, by size, for the next one that grows to that
 // size, so pages are touched once (see dense_table.h for the tables' side); and a new
-// block's pages are made in one system call. With IMPTRACE_HUGEPAGES=1 the regions are
-// 2 MiB, offered to the kernel for transparent huge pages (one fault maps a region).
+// block's pages are made in one system call.
 // Thread-safe (a spin lock; the sections are a few instructions long); usable in a fork
 // child. A block larger than half a region, or one that no region can take, comes from
 // calloc (and goes back to free).

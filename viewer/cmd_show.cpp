@@ -1,12 +1,16 @@
-// `imptrace show PATH...`: what happened, per process: who it was, counts, failed
-// imports and the anomalies worth a look (sys.modules rewritten by non-import code,
+// `imptrace show PATH... [--all]`: what happened, per process: who it was, counts, failed
+// imports (those that propagated listed, those their importer handled counted unless
+// --all) and the anomalies worth a look (sys.modules rewritten by non-import code,
 // proxies under sys.modules keys, children not bound where expected, failed proxy
 // accesses), and what the tracer itself had to say.
+#include <cstdint>
 #include <iostream>
+#include <map>
 #include <set>
 #include <sstream>
 
 #include "commands.h"
+#include "import_time.h"
 
 namespace imptrace {
 namespace {
@@ -33,14 +37,66 @@ std::vector<std::pair<std::string, model::ObjectRef>> proxies_under_keys(const m
 // Prints at most kMaxListed lines of a list, then how many more there were.
 struct Lister {
   std::ostream& out;
+  size_t limit = kMaxListed;
   size_t shown = 0, total = 0;
-  bool add() { ++total; return shown < kMaxListed ? (++shown, true) : false; }
+  bool add() { ++total; return shown < limit ? (++shown, true) : false; }
   void finish() {
     if (total > shown) out << "      ... and " << (total - shown) << " more\n";
   }
 };
 
-void show_process(const model::Process& p, std::ostream& out) {
+}  // namespace
+
+std::vector<Anomaly> find_anomalies(const model::Process& p) {
+  const auto roots = p.sys_path_roots();
+  auto rel = [&](const model::Location& loc) {
+    model::Location l = loc;
+    l.file = model::relativize_path(loc.file, roots);
+    return l;
+  };
+  std::vector<Anomaly> out;
+  for (const auto& c : p.modules_changes) {
+    if (c.by_import_system || c.op != model::ChangeOp::Set || !c.old_object.present ||
+        !c.new_object.present || c.old_object.id == c.new_object.id)
+      continue;
+    out.push_back({"sys_modules_replaced", c.key,
+                   "sys.modules['" + c.key + "'] replaced by non-import code: " +
+                       describe_object(c.old_object) + " -> " + describe_object(c.new_object),
+                   c.stack.empty() ? model::Location() : rel(c.stack[0]), c.test});
+  }
+  // The key each proxy sat under, so a failed access through it leads to that key's story.
+  std::map<uint64_t, std::string> key_of_proxy;
+  std::set<std::pair<std::string, uint64_t>> seen_proxy_keys;
+  auto proxy_under = [&](const std::string& key, const model::ObjectRef& o) {
+    if (!o.present || !o.is_proxy()) return;
+    key_of_proxy.emplace(o.id, key);
+    if (!seen_proxy_keys.insert({key, o.id}).second) return;
+    out.push_back({"proxy_in_sys_modules", key, "proxy under sys.modules['" + key + "']: " + describe_object(o),
+                   model::Location(), ""});
+  };
+  for (const auto& c : p.modules_changes) proxy_under(c.key, c.new_object);
+  for (const auto& im : p.imports) proxy_under(im.name, im.object);
+  for (const auto& b : p.bindings) {
+    if (b.status == model::BindingStatus::Bound) continue;
+    out.push_back({"binding_not_bound", b.parent,
+                   "child " + b.child_module() + " not bound on its parent: " +
+                       model::binding_status_name(b.status) + " (parent is " + describe_object(b.bound_on) + ")",
+                   model::Location(), b.test});
+  }
+  for (const auto& a : p.proxy_accesses) {
+    if (a.ok) continue;
+    auto k = a.proxy.present ? key_of_proxy.find(a.proxy.id) : key_of_proxy.end();
+    std::string key = k != key_of_proxy.end() ? k->second : a.proxy.name.str();
+    out.push_back({"proxy_access_failed", key,
+                   "." + a.attribute + " on " + describe_object(a.proxy) + " failed: " + a.outcome(),
+                   a.stack.empty() ? model::Location() : rel(a.stack[0]), a.test});
+  }
+  return out;
+}
+
+namespace {
+
+void show_process(const model::Process& p, std::ostream& out, bool all_failures) {
   const auto roots = p.sys_path_roots();
   auto rel = [&](const model::Location& loc) { return model::relative_location(loc, roots); };
 
@@ -74,56 +130,59 @@ void show_process(const model::Process& p, std::ostream& out) {
       << "  proxy accesses: " << p.proxy_accesses.size() << " (" << failed_access << " failed)\n";
 
   if (failed) {
-    out << "  failed imports:\n";
+    // Failures the importer handled (optional-dependency probes inside try/except
+    // ImportError) are the normal case; the ones that stopped something come first.
+    const auto fate = timing::classify_failures(p);
+    std::vector<size_t> propagated, handled;
+    for (size_t i = 0; i < p.imports.size(); ++i) {
+      if (fate[i] == timing::Fate::Propagated) propagated.push_back(i);
+      else if (fate[i] == timing::Fate::Handled) handled.push_back(i);
+    }
+    auto list = [&](const std::vector<size_t>& which, size_t limit) {
+      Lister l{out, limit};
+      for (size_t i : which) {
+        if (!l.add()) continue;
+        const auto& im = p.imports[i];
+        out << "    " << im.name << ": " << im.error_text() << "\n";
+        if (!im.importer.empty()) out << "      imported at " << format_location(rel(im.importer)) << "\n";
+        if (!im.test.empty()) out << "      during test " << im.test << "\n";
+      }
+      l.finish();
+    };
+    if (!propagated.empty()) {
+      out << "  failed imports that propagated (the enclosing import or the program stopped): "
+          << propagated.size() << "\n";
+      list(propagated, all_failures ? SIZE_MAX : kMaxListed);
+    }
+    if (!handled.empty()) {
+      out << "  failed imports handled by their importer: " << handled.size();
+      if (all_failures) {
+        out << "\n";
+        list(handled, SIZE_MAX);
+      } else {
+        out << " (";
+        for (size_t k = 0; k < handled.size() && k < 5; ++k)
+          out << (k ? ", " : "") << p.imports[handled[k]].name;
+        out << (handled.size() > 5 ? ", ..." : "") << "; show --all lists them)\n";
+      }
+    }
+  }
+
+  // At most kMaxListed of each kind, in the order find_anomalies gives them.
+  std::vector<Anomaly> anomalies = find_anomalies(p);
+  if (!anomalies.empty()) out << "  anomalies:\n";
+  for (size_t k = 0; k < anomalies.size();) {
     Lister l{out};
-    for (const auto& im : p.imports) {
-      if (im.ok || !l.add()) continue;
-      out << "    " << im.name << ": " << im.error_text() << "\n";
-      if (!im.importer.empty()) out << "      imported at " << format_location(rel(im.importer)) << "\n";
+    const std::string& kind = anomalies[k].kind;
+    for (; k < anomalies.size() && anomalies[k].kind == kind; ++k) {
+      if (!l.add()) continue;
+      const Anomaly& x = anomalies[k];
+      out << "    " << x.text << "\n";
+      if (!x.at.empty()) out << "      at " << format_location(x.at) << "\n";
+      if (!x.test.empty()) out << "      during test " << x.test << "\n";
     }
     l.finish();
   }
-
-  Lister replaced{out}, proxy_keys{out}, bindings{out}, accesses{out};
-  bool any = false;
-  auto header = [&]() {
-    if (!any) out << "  anomalies:\n";
-    any = true;
-  };
-  for (const auto& c : p.modules_changes) {
-    if (!replaced_by_foreign_code(c)) continue;
-    header();
-    if (!replaced.add()) continue;
-    out << "    sys.modules['" << c.key << "'] replaced by non-import code: "
-        << describe_object(c.old_object) << " -> " << describe_object(c.new_object) << "\n";
-    if (!c.stack.empty()) out << "      at " << format_location(rel(c.stack[0])) << "\n";
-  }
-  replaced.finish();
-  for (const auto& [key, o] : proxies_under_keys(p)) {
-    header();
-    if (!proxy_keys.add()) continue;
-    out << "    proxy under sys.modules['" << key << "']: " << describe_object(o) << "\n";
-  }
-  proxy_keys.finish();
-  for (const auto& b : p.bindings) {
-    if (b.status == model::BindingStatus::Bound) continue;
-    header();
-    if (!bindings.add()) continue;
-    out << "    child " << b.child_module() << " not bound on its parent: "
-        << model::binding_status_name(b.status) << " (parent is " << describe_object(b.bound_on)
-        << ")\n";
-  }
-  bindings.finish();
-  for (const auto& a : p.proxy_accesses) {
-    if (a.ok) continue;
-    header();
-    if (!accesses.add()) continue;
-    out << "    ." << a.attribute << " on " << describe_object(a.proxy) << " failed: " << a.outcome()
-        << "\n";
-    if (!a.stack.empty()) out << "      at " << format_location(rel(a.stack[0])) << "\n";
-    if (!a.test.empty()) out << "      during test " << a.test << "\n";
-  }
-  accesses.finish();
 
   if (!p.notes.empty()) {
     out << "  tracer notes:\n";
@@ -143,32 +202,29 @@ RunCounts count_run(const std::vector<model::Process>& procs) {
   for (const auto& p : procs) {
     n.imports += p.imports.size();
     for (const auto& im : p.imports) n.failed_imports += !im.ok;
-    for (const auto& c : p.modules_changes) n.anomalies += replaced_by_foreign_code(c);
-    n.anomalies += proxies_under_keys(p).size();
-    for (const auto& b : p.bindings) n.anomalies += b.status != model::BindingStatus::Bound;
-    for (const auto& a : p.proxy_accesses) n.anomalies += !a.ok;
+    n.anomalies += find_anomalies(p).size();
   }
   return n;
 }
 
-void show_text(const std::vector<model::Process>& procs, std::ostream& out) {
+void show_text(const std::vector<model::Process>& procs, std::ostream& out, bool all_failures) {
   out << procs.size() << " process" << (procs.size() == 1 ? "" : "es") << "\n";
   for (const auto& p : procs) {
     out << "\n";
-    show_process(p, out);
+    show_process(p, out, all_failures);
   }
 }
 
 int run_show(const std::vector<std::string>& args) {
-  ParsedArgs a = parse_args(args, {}, {"--redact"});
+  ParsedArgs a = parse_args(args, {}, {"--all", "--redact"});
   if (a.positional.empty()) throw UsageError("show needs at least one PATH");
   const auto& procs = load_for_command(a.positional);
   if (!a.has("--redact")) {
-    show_text(procs, std::cout);
+    show_text(procs, std::cout, a.has("--all"));
     return 0;
   }
   std::ostringstream out;
-  show_text(procs, out);
+  show_text(procs, out, a.has("--all"));
   write_redacted(out.str(), {&procs}, std::cout);
   return 0;
 }

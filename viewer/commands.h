@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "import_time.h"
 #include "json_writer.h"
 #include "model.h"
 
@@ -86,11 +87,33 @@ struct RunCounts {
   size_t processes = 0, imports = 0, failed_imports = 0, anomalies = 0;
 };
 RunCounts count_run(const std::vector<model::Process>& procs);
-void show_text(const std::vector<model::Process>& procs, std::ostream& out);
+// One identity anomaly as `show` lists it: sys.modules rewritten by non-import code, a
+// proxy under a sys.modules key, a child not bound where expected, a failed access through
+// a proxy. `module` is the sys.modules key whose `why` story explains it.
+struct Anomaly {
+  std::string kind;  // sys_modules_replaced, proxy_in_sys_modules, binding_not_bound,
+                     // proxy_access_failed
+  std::string module;
+  std::string text;
+  model::Location at;  // relativized; empty when the record has no place
+  std::string test;
+};
+// In show's order: by kind as listed above, then record order.
+std::vector<Anomaly> find_anomalies(const model::Process& p);
+// `all_failures`: list every failed import (without it, those their importer handled are
+// only counted and each list stops at 20).
+void show_text(const std::vector<model::Process>& procs, std::ostream& out, bool all_failures = false);
 
 // ---- tree -------------------------------------------------------------------------------
 int run_tree(const std::vector<std::string>& args);
 void tree_text(const std::vector<model::Process>& procs, std::ostream& out);
+// With the options of `tree` (--min-ms, --depth, --sort, --top, --under).
+void tree_text(const std::vector<model::Process>& procs, const timing::TreeOptions& opts, std::ostream& out);
+timing::TreeOptions parse_tree_options(const ParsedArgs& a);
+
+// ---- report (one run) -------------------------------------------------------------------
+// The page of `report RUN -o FILE.html` (report_run_html.cpp); `label` names the run.
+void write_run_html(const std::vector<model::Process>& procs, const std::string& label, std::ostream& out);
 
 // ---- export -----------------------------------------------------------------------------
 int run_export(const std::vector<std::string>& args);

@@ -167,9 +167,9 @@ Result diff_runs(const std::vector<Process>& good, const std::vector<Process>& b
     }
     const Group& g = good_groups[match_of_bad[i]];
     good_paired[match_of_bad[i]] = true;
-    compare_identity(g, bad_groups[i], out);
-    compare_bindings(g, bad_groups[i], out);
-    compare_modules(g, bad_groups[i], out);
+    for (auto compare : {compare_key_histories, compare_duplicates, compare_child_bindings,
+                         compare_accesses, compare_failed, compare_present, compare_common})
+      compare(g, bad_groups[i], out);
     pair_processes(g, bad_groups[i], r, out);
   }
   for (size_t j = 0; j < good_groups.size(); ++j)

@@ -26,7 +26,9 @@
 // duplicate_module, process_missing, process_added, module_missing, module_added,
 // loader_changed, origin_changed, import_order_changed, import_slower (the order of
 // `Kind`); then severity; then the position of the module's
-// first import in the bad run (earlier first). Findings about the same sys.modules key
+// first import in the bad run (earlier first). An import_failed its importer handled
+// (import_time.h) is one severity level below one that propagated. Findings about the same
+// sys.modules key
 // (its replacement, children bound on the old object, failed lookups through the proxy
 // that replaced it, its failed import) form one story: the highest ranked is the primary
 // finding and the others are its `related` entries.

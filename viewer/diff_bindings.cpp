@@ -10,6 +10,7 @@
 
 namespace imptrace {
 namespace diff {
+
 namespace {
 
 // A binding with the process it happened in.
@@ -37,7 +38,7 @@ Finding binding_finding(const std::vector<BindingRep>& items, const BindingFact*
                               bd.attribute + ", ...)";
   std::string what = who + " bound on " + describe(bd.bound_on, (*pf.norm)(bd.bound_on.file));
   std::string replaced_by;
-  if (bf.rel == kLaterReplaced) {
+  if (bf.bound_on_place == kLaterReplaced) {
     const KeyHistory* parent = pf.history->find(bd.parent);
     if (parent && bf.replaced_by >= 0) {
       EntryText e = materialize(pf, parent->entries[bf.replaced_by]);
@@ -47,23 +48,23 @@ Finding binding_finding(const std::vector<BindingRep>& items, const BindingFact*
       replaced_by = "removal from sys.modules";
     }
   }
-  if (bf.rel == kLaterReplaced)
+  if (bf.bound_on_place == kLaterReplaced)
     f.summary = what + ", the object under sys.modules['" + bd.parent +
                 "'] that was later replaced by " + replaced_by;
-  else if (bf.rel == kStale)
+  else if (bf.bound_on_place == kStale)
     f.summary = what + ", an object no longer under sys.modules['" + bd.parent + "']";
-  else if (bf.rel == kOther)
+  else if (bf.bound_on_place == kOther)
     f.summary = what + ", not the object under sys.modules['" + bd.parent + "']";
   else
     f.summary = what + ": " + model::binding_status_name(bd.status);
-  if (bd.status != model::BindingStatus::Bound && bf.rel != kCurrent)
+  if (bd.status != model::BindingStatus::Bound && bf.bound_on_place != kCurrent)
     f.summary += std::string(" (status ") + model::binding_status_name(bd.status) + ")";
   std::string subject = items.size() == 1 ? bd.child_module() : who;
-  if (bf.rel == kLaterReplaced) f.brief = subject + " bound on the replaced object";
+  if (bf.bound_on_place == kLaterReplaced) f.brief = subject + " bound on the replaced object";
   else if (on_proxy) f.brief = subject + " bound on a proxy";
-  else f.brief = subject + " binding " + bind_rel_name(bf.rel);
+  else f.brief = subject + " binding " + bound_on_place_name(bf.bound_on_place);
   f.bad = "status " + std::string(model::binding_status_name(bd.status)) + ", bound_on " +
-          bind_rel_name(bf.rel) + (bd.bound_on.is_proxy() ? ", a proxy" : "");
+          bound_on_place_name(bf.bound_on_place) + (bd.bound_on.is_proxy() ? ", a proxy" : "");
   if (items.size() > 1) {
     f.bad += ": ";
     for (size_t i = 0; i < items.size() && i < 20; ++i)
@@ -73,7 +74,7 @@ Finding binding_finding(const std::vector<BindingRep>& items, const BindingFact*
   if (good) {
     const BindingFact& gbf = *good;
     f.good = "status " + std::string(model::binding_status_name(gbf.b->status)) +
-             ", bound_on " + bind_rel_name(gbf.rel) + (gbf.b->bound_on.is_proxy() ? ", a proxy" : "");
+             ", bound_on " + bound_on_place_name(gbf.bound_on_place) + (gbf.b->bound_on.is_proxy() ? ", a proxy" : "");
   } else {
     f.good = "not bound";
   }
@@ -85,15 +86,16 @@ Finding binding_finding(const std::vector<BindingRep>& items, const BindingFact*
   return f;
 }
 
+}  // namespace
+
 // Bindings the good run never had and that are anomalous by themselves; children of one
 // parent bound the same wrong way are one finding.
 void compare_child_bindings(const Group& g, const Group& b, Findings& out) {
   const std::string& role = b.key;
-  using Rep = BindingRep;
   // The bad group's anomalous binding signatures, each with its first binding (processes
   // in group order, then record order), in that order. Normal bindings never match one,
   // so neither side needs a table of all its bindings.
-  OrderedTable<uint64_t, Rep, IdHash> bad_sigs;
+  OrderedTable<uint64_t, BindingRep, IdHash> bad_sigs;
   for (const ProcFacts* f : b.procs)
     for (const auto& bf : f->bindings) {
       if (!bf.anomalous()) continue;
@@ -105,30 +107,28 @@ void compare_child_bindings(const Group& g, const Group& b, Findings& out) {
   for (const ProcFacts* f : g.procs)
     for (const auto& gbf : f->bindings)
       if (gbf.anomalous())
-        if (const Rep* r = bad_sigs.find(gbf.sig)) in_good[r - bad_sigs.values().data()] = true;
-  struct Agg {
-    std::vector<Rep> items;
-  };
-  std::map<std::string, Agg> aggs;  // parent|status|rel|proxy
+        if (const BindingRep* r = bad_sigs.find(gbf.sig)) in_good[r - bad_sigs.values().data()] = true;
+  // Bindings wrong the same way, by parent|status|bound_on relation|proxy.
+  std::map<std::string, std::vector<BindingRep>> same_way;
   for (size_t i = 0; i < bad_sigs.size(); ++i) {
     if (in_good[i]) continue;
-    const Rep& rep = bad_sigs.value(i);
+    const BindingRep& rep = bad_sigs.value(i);
     const BindingFact& bf = *rep.second;
     const model::Binding& bd = *bf.b;
     std::string k = bd.parent + "|" + model::binding_status_name(bd.status) + "|" +
-                    bind_rel_name(bf.rel) + (bd.bound_on.is_proxy() ? "|proxy" : "");
-    aggs[k].items.push_back(rep);
+                    bound_on_place_name(bf.bound_on_place) + (bd.bound_on.is_proxy() ? "|proxy" : "");
+    same_way[k].push_back(rep);
   }
   // The good run's first binding of each child those findings name (procs, then record
   // order): one pass over the good group's bindings.
   std::unordered_map<uint64_t, const BindingFact*> good_of;
-  for (auto& kv : aggs) {
-    auto& items = kv.second.items;
+  for (auto& kv : same_way) {
+    auto& items = kv.second;
     // In import order. The same import can bind in several processes (xdist workers run
     // the same imports), and one parent's children can share an import: ties go by
     // attribute name, then by process (group order: worker id, start time), then record
     // order. That fixes which binding the finding quotes and the order it lists them in.
-    std::stable_sort(items.begin(), items.end(), [](const Rep& x, const Rep& y) {
+    std::stable_sort(items.begin(), items.end(), [](const BindingRep& x, const BindingRep& y) {
       const model::Binding& bx = *x.second->b;
       const model::Binding& by = *y.second->b;
       if (bx.import_index != by.import_index) return bx.import_index < by.import_index;
@@ -143,9 +143,9 @@ void compare_child_bindings(const Group& g, const Group& b, Findings& out) {
         auto it = good_of.find(Group::child_key(gbf.b->parent, gbf.b->attribute));
         if (it != good_of.end() && !it->second) it->second = &gbf;
       }
-  for (auto& kv : aggs) {
-    const model::Binding& bd = *kv.second.items.front().second->b;
-    out.add(binding_finding(kv.second.items, good_of.at(Group::child_key(bd.parent, bd.attribute)), role));
+  for (auto& kv : same_way) {
+    const model::Binding& bd = *kv.second.front().second->b;
+    out.add(binding_finding(kv.second, good_of.at(Group::child_key(bd.parent, bd.attribute)), role));
   }
 }
 
@@ -211,13 +211,6 @@ void compare_accesses(const Group& g, const Group& b, Findings& out) {
       if (!model::is_importlib_frame(a.stack[i])) f.where.push_back(pf.norm->loc(a.stack[i]));
     out.add(std::move(f));
   }
-}
-
-}  // namespace
-
-void compare_bindings(const Group& g, const Group& b, Findings& out) {
-  compare_child_bindings(g, b, out);
-  compare_accesses(g, b, out);
 }
 
 }  // namespace diff

@@ -32,13 +32,19 @@ std::string format_duration(uint64_t ns);                          // "12.3 ms"
 std::string history_text(const std::vector<EntryText>& h);         // "1. ...; then 2. ..."
 
 // ---- the comparisons of a group pair (role = the bad group's key) --------------------------
-// sys_modules_replaced, proxy_in_sys_modules, duplicate_module (diff_identity.cpp).
-void compare_identity(const Group& good, const Group& bad, Findings& out);
-// binding_on_proxy, binding_mismatch, proxy_forward_failed (diff_bindings.cpp).
-void compare_bindings(const Group& good, const Group& bad, Findings& out);
-// import_failed, module_added, module_missing, origin_changed, loader_changed,
-// import_slower (diff_modules.cpp).
-void compare_modules(const Group& good, const Group& bad, Findings& out);
+// diff_identity.cpp: what sat under a key (sys_modules_replaced, proxy_in_sys_modules);
+// module objects not one per file and name (duplicate_module).
+void compare_key_histories(const Group& good, const Group& bad, Findings& out);
+void compare_duplicates(const Group& good, const Group& bad, Findings& out);
+// diff_bindings.cpp: children bound on the wrong object (binding_on_proxy,
+// binding_mismatch); failed lookups through a proxy (proxy_forward_failed).
+void compare_child_bindings(const Group& good, const Group& bad, Findings& out);
+void compare_accesses(const Group& good, const Group& bad, Findings& out);
+// diff_modules.cpp: import_failed; module_added, module_missing; origin_changed,
+// loader_changed, import_slower.
+void compare_failed(const Group& good, const Group& bad, Findings& out);
+void compare_present(const Group& good, const Group& bad, Findings& out);
+void compare_common(const Group& good, const Group& bad, Findings& out);
 // A paired process's first divergence and import_order_changed (diff_order.cpp).
 void compare_order(const ProcFacts& good, const ProcFacts& bad, PairInfo& pair, Findings& out);
 

@@ -9,7 +9,7 @@
 namespace imptrace {
 namespace diff {
 
-const char* bind_rel_name(uint8_t r) {
+const char* bound_on_place_name(uint8_t r) {
   switch (r) {
     case kCurrent: return "current";
     case kLaterReplaced: return "later_replaced";
@@ -188,7 +188,7 @@ void build_binding_facts(ProcFacts& f) {
     bf.b = &b;
     const KeyHistory* parent = f.history->find(b.parent);
     if (!b.bound_on.present || !parent || parent->entries.empty()) {
-      bf.rel = kUnknown;
+      bf.bound_on_place = kUnknown;
     } else {
       const auto& es = parent->entries;
       int64_t at = -1;
@@ -197,9 +197,9 @@ void build_binding_facts(ProcFacts& f) {
       const KeyEntry* last = parent->current >= 0 ? &es[parent->current] : nullptr;
       if (at >= 0 && es[at].object->id == b.bound_on.id) {
         if (last && last->object->id == b.bound_on.id) {
-          bf.rel = kCurrent;
+          bf.bound_on_place = kCurrent;
         } else {
-          bf.rel = kLaterReplaced;
+          bf.bound_on_place = kLaterReplaced;
           for (size_t i = at + 1; i < es.size(); ++i)
             if (es[i].object->id != b.bound_on.id) {
               bf.replaced_by = static_cast<int64_t>(i);
@@ -207,15 +207,15 @@ void build_binding_facts(ProcFacts& f) {
             }
         }
       } else {
-        bf.rel = kOther;
+        bf.bound_on_place = kOther;
         for (const auto& e : es)
-          if (e.object->id == b.bound_on.id) bf.rel = kStale;
+          if (e.object->id == b.bound_on.id) bf.bound_on_place = kStale;
       }
     }
     if (bf.anomalous()) {
       uint64_t sig = mix(hash_text(b.parent), hash_text(b.attribute));
       sig = mix(sig, static_cast<uint64_t>(b.status));
-      sig = mix(sig, bf.rel);
+      sig = mix(sig, bf.bound_on_place);
       sig = mix(sig, b.bound_on.is_proxy() ? 7 : 5);
       bf.sig = sig;
     }

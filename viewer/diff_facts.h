@@ -118,20 +118,21 @@ struct ModFacts {
   uint64_t min_self = UINT64_MAX;
 };
 
-enum BindRel : uint8_t { kCurrent, kLaterReplaced, kStale, kOther, kUnknown };
-const char* bind_rel_name(uint8_t r);  // "current", "later_replaced", ...
+enum BoundOnPlace : uint8_t { kCurrent, kLaterReplaced, kStale, kOther, kUnknown };
+const char* bound_on_place_name(uint8_t r);  // "current", "later_replaced", ...
 
 struct BindingFact {
   const model::Binding* b = nullptr;
-  uint8_t rel = kUnknown;
-  // Structure (parent, attribute, status, rel, proxy); only anomalous bindings have one (0
-  // otherwise): they are the only ones compare_bindings looks for in the other run, and
-  // a normal binding can never have an anomalous one's signature.
+  uint8_t bound_on_place = kUnknown;  // where bound_on stood in the parent key's history
+  // Structure (parent, attribute, status, bound_on_place, proxy); only anomalous bindings
+  // have one (0 otherwise): they are the only ones compare_child_bindings looks for in the
+  // other run, and a normal binding can never have an anomalous one's signature.
   uint64_t sig = 0;
   int64_t replaced_by = -1;  // entry of the parent key that replaced bound_on
   // Worth a finding by itself: not bound, not on what sys.modules held, or on a proxy.
   bool anomalous() const {
-    return b->status != model::BindingStatus::Bound || rel != kCurrent || b->bound_on.is_proxy();
+    return b->status != model::BindingStatus::Bound || bound_on_place != kCurrent ||
+           b->bound_on.is_proxy();
   }
 };
 

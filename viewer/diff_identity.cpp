@@ -8,6 +8,7 @@
 
 namespace imptrace {
 namespace diff {
+
 namespace {
 
 void replaced_finding(const std::string& key, const std::vector<EntryText>& bh,
@@ -89,6 +90,8 @@ void proxy_finding(const std::string& key, const std::vector<EntryText>& bh,
   }
 }
 
+}  // namespace
+
 // Keys whose history in bad has a structure good never had (in any of its processes).
 void compare_key_histories(const Group& g, const Group& b, Findings& out) {
   const std::string& role = b.key;
@@ -147,13 +150,6 @@ void compare_duplicates(const Group& g, const Group& b, Findings& out) {
     f.good = "not so";
     out.add(std::move(f));
   }
-}
-
-}  // namespace
-
-void compare_identity(const Group& g, const Group& b, Findings& out) {
-  compare_key_histories(g, b, out);
-  compare_duplicates(g, b, out);
 }
 
 }  // namespace diff

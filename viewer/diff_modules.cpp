@@ -6,9 +6,11 @@
 
 #include "commands.h"
 #include "diff_compare.h"
+#include "import_time.h"
 
 namespace imptrace {
 namespace diff {
+
 namespace {
 
 std::string normalize_loader(const std::string& l) {
@@ -29,9 +31,19 @@ std::string normalize_loader(const std::string& l) {
   return out;
 }
 
-// Imports that failed in bad with an error good never had.
+}  // namespace
+
+// Imports that failed in bad with an error good never had. A failure its importer handled
+// (an optional dependency's probe) is one severity level below one that propagated: the
+// one that stopped something ranks first.
 void compare_failed(const Group& g, const Group& b, Findings& out) {
   const std::string& role = b.key;
+  std::unordered_map<const Process*, std::vector<timing::Fate>> fates;  // per process, when first asked
+  auto handled = [&](const Process& p, const Import& im) {
+    auto it = fates.find(&p);
+    if (it == fates.end()) it = fates.emplace(&p, timing::classify_failures(p)).first;
+    return it->second[static_cast<size_t>(&im - p.imports.data())] == timing::Fate::Handled;
+  };
   for (size_t i = 0; i < b.mods->size(); ++i) {
     const ModFacts& bm = b.mods->value(i);
     if (bm.failed.empty()) continue;
@@ -46,13 +58,16 @@ void compare_failed(const Group& g, const Group& b, Findings& out) {
       Finding f;
       f.kind = Kind::ImportFailed;
       bool was_ok = g.ok(name);
-      f.severity = was_ok ? Severity::Error : Severity::Warning;
+      bool by_importer = handled(*x.first->p, im);
+      f.severity = was_ok ? (by_importer ? Severity::Warning : Severity::Error)
+                          : (by_importer ? Severity::Info : Severity::Warning);
       f.module = std::string(name);
       f.story = f.module;
       f.process = role;
       f.order = b.pos_of(name);
       f.test = im.test;
-      f.summary = "import " + f.module + " failed: " + im.error_text();
+      f.summary = "import " + f.module + " failed: " + im.error_text() +
+                  (by_importer ? " (handled by its importer)" : "");
       f.brief = "import " + f.module + " failed (" + im.error_type + ")";
       Location l = x.first->norm->loc(im.importer);
       if (!l.empty()) {
@@ -123,6 +138,23 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
   aggregate(g, b, Kind::ModuleMissing, false);
 }
 
+namespace {
+
+// A module both runs import, found or loaded differently: "M <how> <bad's> (was <good's>)".
+Finding changed_finding(Kind kind, std::string_view name, const char* how, const char* none,
+                        const std::string& good, const std::string& bad, const Import& bad_import,
+                        const Group& b, const std::string& role) {
+  Finding f = new_finding(kind, Severity::Warning, std::string(name), role, b.pos_of(name));
+  f.summary = f.module + " " + how + " " + (bad.empty() ? none : bad) + " (was " +
+              (good.empty() ? none : good) + ")";
+  f.good = good;
+  f.bad = bad;
+  f.test = bad_import.test;
+  return f;
+}
+
+}  // namespace
+
 // Origin, loader and timing of modules both runs imported.
 void compare_common(const Group& g, const Group& b, Findings& out) {
   const std::string& role = b.key;
@@ -139,12 +171,8 @@ void compare_common(const Group& g, const Group& b, Findings& out) {
     if (bn.view(bim.origin) != gn.view(gim.origin)) {
       const std::string& bo = bn(bim.origin);
       const std::string& go = gn(gim.origin);
-      Finding f = new_finding(Kind::OriginChanged, Severity::Warning, std::string(name), role, b.pos_of(name));
-      f.summary = f.module + " now comes from " + (bo.empty() ? "<no origin>" : bo) + " (was " +
-                  (go.empty() ? "<no origin>" : go) + ")";
-      f.good = go;
-      f.bad = bo;
-      f.test = bim.test;
+      Finding f = changed_finding(Kind::OriginChanged, name, "now comes from", "<no origin>", go, bo, bim,
+                                  b, role);
       Location l = bn.loc(bim.importer);
       if (!l.empty()) f.where.push_back(l);
       out.add(std::move(f));
@@ -152,13 +180,7 @@ void compare_common(const Group& g, const Group& b, Findings& out) {
     if (bim.loader != gim.loader) {
       std::string bl = normalize_loader(bim.loader), gl = normalize_loader(gim.loader);
       if (bl != gl) {
-        Finding f = new_finding(Kind::LoaderChanged, Severity::Warning, std::string(name), role, b.pos_of(name));
-        f.summary = f.module + " loaded by " + (bl.empty() ? "<none>" : bl) + " (was " +
-                    (gl.empty() ? "<none>" : gl) + ")";
-        f.good = gl;
-        f.bad = bl;
-        f.test = bim.test;
-        out.add(std::move(f));
+        out.add(changed_finding(Kind::LoaderChanged, name, "loaded by", "<none>", gl, bl, bim, b, role));
       }
     }
     uint64_t bs = bi->min_self, gs = gi->min_self;
@@ -175,14 +197,6 @@ void compare_common(const Group& g, const Group& b, Findings& out) {
       out.add(std::move(f));
     }
   }
-}
-
-}  // namespace
-
-void compare_modules(const Group& g, const Group& b, Findings& out) {
-  compare_failed(g, b, out);
-  compare_present(g, b, out);
-  compare_common(g, b, out);
 }
 
 }  // namespace diff

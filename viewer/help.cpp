@@ -27,15 +27,22 @@ std::vector<CommandHelp> build() {
   const Option redact{"--redact",
                       "replace home directories, user and host names and install paths with ~, <user>, <host>, <site-packages>, <python>"};
   return {
-      {"show", "PATH...", "processes, counts, failed imports, anomalies",
-       "What happened in a run, per process: who it was, how many imports (and which failed),\n"
-       "sys.modules entries replaced by non-import code, proxies under sys.modules keys,\n"
-       "children not bound on their parents, failed attribute accesses through proxies.",
-       {redact, help},
+      {"show", "PATH... [options]", "processes, counts, failed imports, anomalies",
+       "What happened in a run, per process: who it was, how many imports, the failed imports\n"
+       "that propagated (those their importer handled are counted), sys.modules entries\n"
+       "replaced by non-import code, proxies under sys.modules keys, children not bound on\n"
+       "their parents, failed attribute accesses through proxies.",
+       {{"--all", "list every failed import, those their importer handled too, with no cap"}, redact, help},
        "0 success, 2 usage or input error."},
-      {"tree", "PATH", "nested import tree with cumulative and self ms",
-       "The nested import tree of each process, with cumulative and self time in ms.",
-       {redact, help},
+      {"tree", "PATH... [options]", "nested import tree with cumulative and self ms",
+       "The nested import tree of each process, with cumulative and self time in ms; a\n"
+       "header line per process says which it is.",
+       {{"--min-ms X", "hide imports whose cumulative time is under X ms"},
+        {"--depth N", "show N levels of nesting (1: top-level imports only)"},
+        {"--sort start|cumulative|self", "order of siblings (default start)"},
+        {"--top N", "the first N siblings at each level, the rest summed on one line"},
+        {"--under MODULE", "only the imports of MODULE and its submodules, with what they imported"},
+        redact, help},
        "0 success, 2 usage or input error."},
       {"why", "PATH... MODULE [options]", "one module name's whole story",
        "Everything that sat under sys.modules[MODULE] and who put it there, the bindings of\n"
@@ -54,9 +61,12 @@ std::vector<CommandHelp> build() {
         {"--color auto|always|never", "colour the text (auto: on a terminal, unless NO_COLOR is set or TERM=dumb)"},
         context, slower_threshold, slower_min, fail_on_slower, pretty, redact, help},
        kDiffExit},
-      {"report", "GOOD BAD -o FILE.html [options]", "the diff as one self-contained HTML page",
-       "The diff of GOOD and BAD as one self-contained HTML page (findings, first\n"
-       "divergence, timelines), to attach to an issue or a CI job.",
+      {"report", "[RUN | GOOD BAD] -o FILE.html [options]", "one run, or a diff, as one self-contained HTML page",
+       "One run (RUN) as one self-contained HTML page: an import-time chart per process and\n"
+       "thread (click to zoom, hover for details), the slowest and the failed imports, the\n"
+       "anomalies with their why stories. Or the diff of GOOD and BAD (findings, first\n"
+       "divergence, both sides' charts with the modules named in findings marked). The\n"
+       "diff options apply to the two-run page only.",
        {{"-o, --output FILE", "where the page goes (required); - writes it to stdout"},
         context, slower_threshold, slower_min, fail_on_slower, redact, help},
        kDiffExit},

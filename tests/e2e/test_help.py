@@ -1,6 +1,5 @@
 """Every command's help lists each option its parser accepts, one line each, and the
-documentation lists the same options: the README's "Commands" section when it has one
-subsection per command, else docs/USAGE-ci.md's."""
+README's "Commands" section lists the same options."""
 import os
 import re
 import subprocess
@@ -39,7 +38,7 @@ def help_options(cmd):
 
 
 def documented_options():
-    """{command: set of option names} from the README's Commands section, else docs/USAGE-ci.md."""
+    """{command: set of option names} from the README's Commands section."""
     def parse(path):
         if not os.path.exists(path):
             return None
@@ -50,14 +49,18 @@ def documented_options():
         docs = {}
         for cmd, body in re.findall(r"^### imptrace (\w+)[^\n]*\n(.*?)(?=^### |\Z)", m.group(1), re.S | re.M):
             docs[cmd] = set()
-            for spelling in re.findall(r"^- `(-[^`]*)`", body, re.M):
-                docs[cmd] |= names(spelling)
+            # Every option spelt in backticks before a bullet's dash; -h/--help, which every
+            # command takes, is said once above the subsections.
+            for bullet in re.findall(r"^- (`-.*?) \u2014 ", body, re.M):
+                for spelling in re.findall(r"`(-[^`]*)`", bullet):
+                    docs[cmd] |= names(spelling)
+            docs[cmd] |= HELP_ONLY
         return docs if set(docs) >= set(COMMANDS) else None
-    for path in (os.path.join(SRC, "README.md"), os.path.join(SRC, "docs", "USAGE-ci.md")):
-        docs = parse(path)
-        if docs:
-            return path, docs
-    pytest.fail("neither README.md nor docs/USAGE-ci.md has a '## Commands' section with every command")
+    path = os.path.join(SRC, "README.md")
+    docs = parse(path)
+    if not docs:
+        pytest.fail("README.md has no '## Commands' section with a subsection for every command")
+    return path, docs
 
 
 def parsed_options():

@@ -1,9 +1,10 @@
 // libFuzzer target for the viewer's trace reader (viewer/trace_reader.h): any byte string
 // is fed to parse_trace; whatever it accepts is then rendered by every read-only command
-// (show, tree, export json/chrome) and diffed against itself, so the model built from a
-// hostile file is exercised too. Bytes that start with the gzip magic go through the
-// bundle reader (bundle.h: gzip, tar, .pb.gz) first, and every trace they hold is also
-// redacted (redact.h) and read back. Must never crash, hang, leak or trip ASan/UBSan.
+// (show, tree with and without its options, export json/chrome, the one-run report) and
+// diffed against itself, so the model built from a hostile file is exercised too. Bytes
+// that start with the gzip magic go through the bundle reader (bundle.h: gzip, tar, .pb.gz)
+// first, and every trace they hold is also redacted (redact.h) and read back. Must never
+// crash, hang, leak or trip ASan/UBSan.
 #include <cstddef>
 #include <cstdint>
 #include <sstream>
@@ -62,6 +63,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::ostringstream out;
   imptrace::show_text(procs, out);
   imptrace::tree_text(procs, out);
+  imptrace::show_text(procs, out, /*all_failures=*/true);
+  imptrace::timing::TreeOptions cut;
+  cut.min_ns = 1000;
+  cut.max_depth = 3;
+  cut.sort = imptrace::timing::SortKey::Self;
+  cut.top = 2;
+  cut.under = "a";
+  imptrace::tree_text(procs, cut, out);
+  imptrace::write_run_html(procs, "fuzz", out);
   imptrace::export_json(procs, out);
   imptrace::export_chrome(procs, out);
   imptrace::diff::Result r = imptrace::diff::diff_runs(procs, procs);

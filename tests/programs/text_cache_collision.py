@@ -1,7 +1,7 @@
 """A binding whose parent and attribute names share a slot of the tracer's text cache.
 
 Recording the binding of `collide_pkg.m207` looks up "collide_pkg" and then "m207" through
-a direct-mapped cache of str objects (tracer.cpp, text_str: 1024 slots by hash.h's
+a direct-mapped cache of str objects (tracer/string_interning.cpp, text_str: 1024 slots by hash.h's
 hash_bytes); these two names land in the same slot, so the second lookup frees the str
 the first one made. A tracer that kept using the first str afterwards corrupted the
 interpreter's allocator; the many small strings made below bring that out as a crash.

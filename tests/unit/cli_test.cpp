@@ -46,7 +46,10 @@ TEST(Cli, VersionAndHelp) {
 
 TEST(Cli, UsageErrorsExitTwo) {
   for (const char* args : {"", "frobnicate", "show", "show --bogus x.pb", "export x.pb --format xml",
-                           "why x.pb", "tree a.pb b.pb", "why x.pb m --format"}) {
+                           "why x.pb", "tree", "why x.pb m --format", "tree x.pb --min-ms abc",
+                           "tree x.pb --depth 0", "tree x.pb --sort name", "tree x.pb --top -3",
+                           "tree x.pb --under ''", "show x.pb --all=yes", "report", "report x.pb",
+                           "report a.pb b.pb c.pb -o r.html", "report x.pb -o r.html --fail-on-slower"}) {
     Result r = run(args);
     EXPECT_EQ(r.status, 2) << args << ": " << r.out;
     EXPECT_NE(r.out.find("usage: imptrace"), std::string::npos) << args;
@@ -68,7 +71,8 @@ TEST(Cli, CommandsRunOnATrace) {
   std::string f = "'" + scenario_file() + "'";
   for (std::string args : {"show " + f, "tree " + f, "export " + f + " --format json",
                            "export " + f + " --format=chrome", "why " + f + " npugraph_ex",
-                           "why " + f + " npugraph_ex --format json"}) {
+                           "why " + f + " npugraph_ex --format json", "show " + f + " --all",
+                           "tree " + f + " " + f + " --min-ms 0.001 --depth 3 --sort self --top 2 --under torch_npu"}) {
     Result r = run(args);
     EXPECT_EQ(r.status, 0) << args << ": " << r.out;
     EXPECT_FALSE(r.out.empty()) << args;

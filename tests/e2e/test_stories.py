@@ -1,0 +1,291 @@
+"""Stories on real code: what `why`, `show` and `diff` tell about Debian's packages and
+common stdlib idioms, checked as a user would read it — the importer's or remover's
+file:line, the kinds and severities, and for pairs of runs that the first finding is the
+cause. Each story runs on 3.8, 3.10, 3.12 and Debian's 3.11 (those found here); the ones
+that need Debian's packages run on Debian's python3."""
+import json
+import os
+import signal
+import subprocess
+import textwrap
+
+import pytest
+
+from e2e_util import ident, run, traces, viewer, why
+
+DEBIAN = "/usr/bin/python3"
+WANTED = ("3.8", "3.10", "3.12")
+
+
+def story_interpreters():
+    found = []
+    for v in os.listdir("/root/.pyenv/versions") if os.path.isdir("/root/.pyenv/versions") else []:
+        if ".".join(v.split(".")[:2]) in WANTED:
+            found.append("/root/.pyenv/versions/%s/bin/python" % v)
+    if os.path.exists(DEBIAN):
+        found.append(DEBIAN)
+    return sorted(found)
+
+
+PYS = story_interpreters()
+
+
+def has(py, module):
+    return subprocess.run([py, "-c", "import " + module], capture_output=True).returncode == 0
+
+
+def trace_script(tmp_path, name, py, code, env=None, expect_rc=0, args=()):
+    """Runs CODE as story.py (so its frames read story.py:N) traced; returns the run's dir."""
+    work = tmp_path / ("w-" + name)
+    work.mkdir()
+    (work / "story.py").write_text(textwrap.dedent(code))
+    out = tmp_path / name
+    r = run([py, "story.py"] + list(args), traced=True, outdir=str(out), env=env, cwd=str(work))
+    if expect_rc is not None:
+        assert r.returncode == expect_rc, r.stderr[-3000:]
+    return str(out)
+
+
+def export_json(path):
+    r = viewer("export", path, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def diff_json(good, bad):
+    r = viewer("diff", good, bad, "--format", "json")
+    return r.returncode, json.loads(r.stdout)
+
+
+def loud(findings):
+    return [f for f in findings if f["severity"] in ("error", "warning")]
+
+
+def loc(l):
+    return (l or {}).get("file"), (l or {}).get("line")
+
+
+# ---- who put it there ------------------------------------------------------------------
+
+@pytest.mark.skipif(not has(DEBIAN, "scipy.stats"), reason="python3-scipy not installed")
+def test_reentry_while_initialising_is_a_lookup_not_the_importer(tmp_path):
+    """scipy's PEP 562 __getattr__ imports scipy.stats again while scipy.stats runs: the
+    outermost import that created the module is its importer; the re-entries are lookups."""
+    d = trace_script(tmp_path, "scipy", DEBIAN, "import scipy.stats\n")
+    story = why([d], "scipy.stats")
+    assert len(story["entries"]) == 1
+    assert loc(story["entries"][0]["set_by"]) == ("story.py", 1)
+    imports = [i for i in story["imports"] if i["object"]["id"] == story["entries"][0]["object"]]
+    assert imports[0]["importer"]["file"] == "story.py" and not imports[0]["reentry"]
+    assert len(imports) > 1 and all(i["reentry"] for i in imports[1:])
+    text = viewer("why", d, "scipy.stats").stdout
+    assert "put there by the import system at story.py:1" in text
+    assert "_distn_infrastructure.py:32" not in text.split("Children bound")[0].split("re-entered")[0]
+
+
+@pytest.mark.parametrize("py", PYS, ids=ident)
+def test_import_made_by_a_package_getattr_names_it_and_the_trigger(py, tmp_path):
+    """`from concurrent.futures import ThreadPoolExecutor`: the package's PEP 562 __getattr__
+    imports .thread. It is the importer; the user's line is what triggered it."""
+    d = trace_script(tmp_path, "cf", py, "from concurrent.futures import ThreadPoolExecutor\n")
+    imp = [i for i in export_json(d)["processes"][0]["imports"] if i["name"] == "concurrent.futures.thread"][0]
+    assert imp["importer"]["file"] == "concurrent/futures/__init__.py"
+    assert imp["importer"]["function"] == "__getattr__"
+    assert loc(imp["trigger"]) == ("story.py", 1)
+    text = viewer("why", d, "concurrent.futures.thread").stdout
+    assert "concurrent/futures/__init__.py" in text and "story.py:1" in text
+
+
+REMOVALS = {
+    "pop": 'sys.modules.pop("json")',
+    "del": 'del sys.modules["json"]',
+    "popitem_last": 'sys.modules["json"] = sys.modules.pop("json"); sys.modules.popitem()',
+}
+
+
+@pytest.mark.parametrize("how", sorted(REMOVALS))
+@pytest.mark.parametrize("py", PYS, ids=ident)
+def test_removal_is_located_exactly_or_says_it_was_seen_later(py, how, tmp_path):
+    code = "import json, sys\nx = 0\n%s\ny = 1\nimport csv\n" % REMOVALS[how]
+    d = trace_script(tmp_path, how, py, code)
+    e = why([d], "json")["entries"][0]
+    assert e["removed"]
+    if e["precision"] == "exact":
+        assert loc(e["removed_at"]) == ("story.py", 3)
+    else:
+        # Only where the version cannot see the write (documented): then every output says so.
+        assert e["precision"] == "at_boundary" and loc(e["removed_at"]) == ("story.py", 5)
+        assert "seen at the next import" in viewer("why", d, "json").stdout
+    if how in ("pop", "del"):
+        assert e["precision"] == "exact", "dict methods on sys.modules are observed on every version"
+
+
+@pytest.mark.parametrize("py", PYS, ids=ident)
+def test_update_replacement_is_located(py, tmp_path):
+    code = "import json, sys, types\nm = types.ModuleType('json')\nsys.modules.update({'json': m})\nimport csv\n"
+    d = trace_script(tmp_path, "update", py, code)
+    entries = why([d], "json")["entries"]
+    assert len(entries) == 2 and entries[1]["via"] == "assignment"
+    assert loc(entries[1]["set_by"]) == ("story.py", 3) and entries[1]["precision"] == "exact"
+
+
+# ---- no false root causes --------------------------------------------------------------
+
+@pytest.mark.parametrize("py", PYS, ids=ident)
+def test_stdlib_objects_are_not_proxies_and_none_blocks_an_import(py, tmp_path):
+    good = trace_script(tmp_path, "good", py, "import sys\n")
+    bad = trace_script(tmp_path, "bad", py, "import typing, sys\nsys.modules['blocked_mod'] = None\n")
+    rc, d = diff_json(good, bad)
+    assert not [f for f in d["findings"] if f["severity"] == "error"], d["findings"][:3]
+    blocked = [f for f in d["findings"] if f["module"] == "blocked_mod"]
+    assert blocked and blocked[0]["kind"] == "import_blocked"
+    assert not any(f["kind"].startswith("proxy") and f["module"].startswith("typing") for f in d["findings"])
+    show = viewer("show", bad).stdout
+    assert "[proxy]" not in show and "typing.io" not in show.split("anomalies:")[-1]
+    e = why([bad], "blocked_mod")["entries"][0]
+    assert e["type"] == "NoneType" and not e["is_proxy"] and e["blocked"]
+
+
+@pytest.mark.parametrize("py", PYS, ids=ident)
+def test_reload_is_its_own_finding(py, tmp_path):
+    good = trace_script(tmp_path, "good", py, "import json, importlib\n")
+    bad = trace_script(tmp_path, "bad", py, "import json, importlib\nimportlib.reload(json)\n")
+    rc, d = diff_json(good, bad)
+    assert rc == 1 and d["findings"][0]["kind"] == "module_reloaded" and d["findings"][0]["module"] == "json"
+    assert not any(f["kind"] == "sys_modules_replaced" for f in d["findings"])
+    entries = why([bad], "json")["entries"]
+    assert len(entries) == 1 and [loc(r) for r in entries[0]["reloads"]] == [("story.py", 2)]
+
+
+@pytest.mark.parametrize("py", PYS, ids=ident)
+def test_class_change_is_one_entry(py, tmp_path):
+    code = """\
+        import importlib.util, sys
+        spec = importlib.util.find_spec('json')
+        loader = importlib.util.LazyLoader(spec.loader)
+        spec.loader = loader
+        module = importlib.util.module_from_spec(spec)
+        sys.modules['json'] = module
+        loader.exec_module(module)
+        module.dumps
+        """
+    d = trace_script(tmp_path, "lazy", py, code)
+    entries = why([d], "json")["entries"]
+    assert len(entries) == 1, entries
+    changes = entries[0]["class_changes"]
+    assert changes and loc(changes[0]["where"])[0] == "story.py"
+
+
+@pytest.mark.skipif(not has(DEBIAN, "yaml"), reason="python3-yaml not installed")
+def test_same_file_is_never_a_changed_origin(tmp_path):
+    """A package directory on sys.path executes files twice (a real misconfiguration): the
+    duplicate is found; the same file seen through two sys.path entries is not a new origin."""
+    good = trace_script(tmp_path, "good", DEBIAN, "import yaml\n")
+    bad = trace_script(tmp_path, "bad", DEBIAN, "import yaml, reader\n",
+                       env={"PYTHONPATH": "/usr/lib/python3/dist-packages/yaml"})
+    rc, d = diff_json(good, bad)
+    kinds = [f["kind"] for f in d["findings"]]
+    assert "duplicate_module" in kinds
+    assert "origin_changed" not in kinds, [f["summary"] for f in d["findings"] if f["kind"] == "origin_changed"][:3]
+
+
+# ---- processes that ended abnormally ---------------------------------------------------
+
+@pytest.mark.parametrize("py", PYS, ids=ident)
+def test_killed_process_is_its_own_finding_and_compared_up_to_its_end(py, tmp_path):
+    code = "import json, csv, decimal, email.message, http.client, logging, argparse, os, signal\n%s"
+    good = trace_script(tmp_path, "good", py, code % "import xml.dom.minidom, tarfile, zipfile\n")
+    bad = trace_script(tmp_path, "bad", py, code % "os.kill(os.getpid(), signal.SIGKILL)\n", expect_rc=-9)
+    rc, d = diff_json(good, bad)
+    assert rc == 1 and d["findings"][0]["kind"] == "process_ended_abnormally", d["findings"][:2]
+    assert "SIGKILL" in d["findings"][0]["summary"] or "no end record" in d["findings"][0]["summary"]
+    assert not [f for f in d["findings"] if f["kind"] == "module_missing" and f["severity"] != "info"]
+    p = export_json(bad)["processes"][0]
+    assert p["end"]["how"] == "none"
+    p = export_json(good)["processes"][0]
+    assert p["end"] == {"how": "exit", "status": 0, "signal": None}
+
+
+@pytest.mark.parametrize("py", PYS, ids=ident)
+def test_how_a_process_ended_is_recorded(py, tmp_path):
+    cases = {
+        "exit3": ("import sys\nsys.exit(3)\n", 3, {"how": "exit", "status": 3, "signal": None}),
+        "os_exit": ("import os\nos._exit(4)\n", 4, {"how": "os_exit", "status": 4, "signal": None}),
+        "segv": ("import ctypes\nctypes.string_at(0)\n", -11, {"how": "signal", "status": None, "signal": 11}),
+        "abort": ("import os\nos.abort()\n", -6, {"how": "signal", "status": None, "signal": 6}),
+    }
+    for name, (code, rc, end) in cases.items():
+        d = trace_script(tmp_path, name, py, code, expect_rc=rc)
+        assert export_json(d)["processes"][0]["end"] == end, name
+        assert ("ended" in viewer("show", d).stdout), name
+
+
+def test_truncated_trace_says_so_and_invents_nothing(tmp_path):
+    good = trace_script(tmp_path, "good", DEBIAN, "import json, csv, decimal, email.message\n")
+    f = traces(good)[0]
+    data = open(f, "rb").read()
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    (cut / os.path.basename(f)).write_bytes(data[: len(data) * 2 // 3])
+    p = export_json(str(cut))["processes"][0]
+    assert p["truncated"] is True
+    rc, d = diff_json(good, str(cut))
+    assert not any(f["kind"] == "binding_mismatch" for f in d["findings"])
+
+
+# ---- directories -----------------------------------------------------------------------
+
+def test_bad_files_in_a_run_directory_are_skipped_with_a_warning(tmp_path):
+    run_dir = trace_script(tmp_path, "run", DEBIAN, "import json\n")
+    f = traces(run_dir)[0]
+    (tmp_path / "run" / "notes.pb").write_bytes(b"this is not a trace at all")
+    (tmp_path / "run" / "header-cut.pb").write_bytes(open(f, "rb").read()[:5])
+    os.symlink(f, str(tmp_path / "run" / "link.pb"))
+    for cmd in (["show", run_dir], ["export", run_dir, "--format", "json"]):
+        r = viewer(*cmd)
+        assert r.returncode == 0, r.stderr
+        assert "skipped" in r.stderr and "notes.pb" in r.stderr and "header-cut.pb" in r.stderr
+    assert len(export_json(run_dir)["processes"]) == 1
+    rc, d = diff_json(run_dir, run_dir)
+    assert rc == 0 and d.get("warnings") and any("notes.pb" in w for w in d["warnings"])
+
+
+# ---- good against good stays clean -----------------------------------------------------
+
+@pytest.mark.skipif(not (has(DEBIAN, "torch") and has(DEBIAN, "scipy")), reason="python3-torch/scipy not installed")
+def test_torch_and_scipy_twice_is_clean(tmp_path):
+    a = trace_script(tmp_path, "a", DEBIAN, "import torch, scipy.stats, sympy\n", env={"PYTHONHASHSEED": "1"})
+    b = trace_script(tmp_path, "b", DEBIAN, "import torch, scipy.stats, sympy\n", env={"PYTHONHASHSEED": "7"})
+    rc, d = diff_json(a, b)
+    assert rc == 0, loud(d["findings"])[:3]
+    for name in ("scipy.stats", "sympy", "torch"):
+        assert why([a], name)["entries"][0]["set_by"]["file"] == "story.py"
+
+
+def test_pytest_collection_of_thousands_twice_is_clean(tmp_path):
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "conftest.py").write_text("import json, decimal\n")
+    for i in range(40):
+        (suite / ("test_m%02d.py" % i)).write_text(textwrap.dedent("""
+            import json, concurrent.futures, typing
+            import pytest
+            from concurrent.futures import ThreadPoolExecutor
+
+            @pytest.mark.parametrize("n", range(60))
+            def test_value(n):
+                assert json.loads(json.dumps(n)) == n
+            """))
+    runs = []
+    for name, seed in (("r1", 3), ("r2", 11)):
+        cwd = tmp_path / ("cwd-" + name)
+        cwd.mkdir()
+        out = tmp_path / name
+        r = run([DEBIAN, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider", str(suite)],
+                traced=True, outdir=str(out), env={"PYTHONHASHSEED": str(seed)}, cwd=str(cwd))
+        assert r.returncode == 0 and "2400 tests collected" in r.stdout, r.stdout[-2000:]
+        runs.append(str(out))
+    rc, d = diff_json(*runs)
+    assert rc == 0, loud(d["findings"])[:3]
+    show = viewer("show", runs[0]).stdout.split("anomalies:")
+    assert len(show) == 1 or "__path__" not in show[1]

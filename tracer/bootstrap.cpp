@@ -1,0 +1,201 @@
+// libimptrace.so's entry: what runs before main and at each interpreter's first import.
+//
+// How it gets control without linking libpython or changing the program:
+//  1. The constructor (before main, before Py_Initialize) looks for the CPython API in the
+//     process; if there is none, it returns and the library is inert.
+//  2. It registers an audit hook (allowed before Py_Initialize). The first `import` audit
+//     event fires inside import.c just before it looks up
+//     importlib._bootstrap._find_and_load by attribute; the hook replaces that function in
+//     the module dict with a C callable (import_hook.cpp), so the very same import, and
+//     every later one, goes through the tracer.
+//  3. sys.modules writes are seen by a dict watcher (3.12+) or found by comparing a
+//     shadow copy at import boundaries (3.8-3.11; modules_observer.cpp, modules_shadow.cpp).
+//  4. Proxy classes found under sys.modules keys, and PEP 562 module __getattr__, get a C
+//     wrapper around their __getattr__/__setattr__ (proxies.cpp).
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+
+#include "audit_hook.h"
+#include "cpython_api.h"
+#include "import_hook.h"
+#include "modules_observer.h"
+#include "native_stacks.h"
+#include "object_identity.h"
+#include "process_state.h"
+#include "string_interning.h"
+#include "thread_state.h"
+#include "trace_writer.h"
+
+namespace imptrace {
+
+TracerSettings g_settings = {false, true, false, false};
+MainInterpreter g_main_interpreter;
+
+namespace {
+
+// Interpreters are told apart by id, never by address: a new sub-interpreter usually
+// gets the memory of one that was destroyed. Ids are never reused.
+struct InstalledInterpreters {
+  int64_t* ids;  // sub-interpreters (growing array)
+  size_t count, capacity;
+  bool main;
+};
+InstalledInterpreters g_installed;
+
+bool installed_in(int64_t id) {
+  if (id == 0) return g_installed.main;
+  for (size_t i = g_installed.count; i > 0; --i)  // newest first: the common hit
+    if (g_installed.ids[i - 1] == id) return true;
+  return false;
+}
+
+void remember_installed(int64_t id) {
+  if (id == 0) { g_installed.main = true; return; }
+  if (g_installed.count == g_installed.capacity) {
+    size_t cap = g_installed.capacity ? g_installed.capacity * 2 : 16;
+    auto* n = static_cast<int64_t*>(realloc(g_installed.ids, cap * sizeof(int64_t)));
+    if (!n) return;
+    g_installed.ids = n;
+    g_installed.capacity = cap;
+  }
+  g_installed.ids[g_installed.count++] = id;
+}
+
+void install_in_current_interpreter() {
+  void* interp = py.PyInterpreterState_Get();
+  int64_t id = py.PyInterpreterState_GetID(interp);
+  if (id < 0) { py.PyErr_Clear(); return; }
+  if (installed_in(id)) return;
+  PyObject* modules = py.PyImport_GetModuleDict();
+  if (!modules) return;
+  PyObject* bootstrap = dict_get_n(modules, NAME("_frozen_importlib"));
+  if (!bootstrap) return;  // too early: try again at the next event
+  PyObject* d = py.PyModule_GetDict(bootstrap);
+  if (!hook_importlib(d)) return;
+  remember_installed(id);
+  if (interp != py.PyInterpreterState_Main()) return;
+  MainInterpreter& m = g_main_interpreter;
+  m.interp = interp;
+  m.module_spec_type = py.PyDict_GetItemString(d, "ModuleSpec");
+  PyObject* sys_module = py.PyDict_GetItemString(modules, "sys");
+  if (sys_module) m.sys_dict = py.PyModule_GetDict(sys_module);
+  if (m.module_spec_type) py.Py_IncRef(m.module_spec_type);  // deliberate: process lifetime
+  m.sys_modules = modules;
+  py.Py_IncRef(modules);  // deliberate: we compare against it for the process lifetime
+  probe_dict_version();
+  probe_str_layout();
+  observe_sys_modules(modules);
+  watch_module_deaths();
+  audit_hook_step_out();
+}
+
+// The audit hook entry was allocated with the raw allocator in force before
+// Py_Initialize; -X dev / PYTHONMALLOC=debug install a different one later and would
+// abort freeing it ("bad ID"). So the entry is allocated with plain malloc (recorded
+// below) and, when the hooks are about to be freed, the raw allocator is wrapped for the
+// moment it takes to hand exactly that pointer back to free().
+PyMemAllocatorEx g_raw_before;  // the allocator to forward to
+
+void* rec_malloc(void*, size_t n) {
+  void* p = malloc(n);
+  if (!g_audit_hook.entry) g_audit_hook.entry = p;
+  return p;
+}
+void* rec_calloc(void*, size_t a, size_t b) { return calloc(a, b); }
+void* rec_realloc(void*, void* p, size_t n) { return realloc(p, n); }
+void rec_free(void*, void* p) { free(p); }
+
+void* fwd_malloc(void*, size_t n) { return g_raw_before.malloc(g_raw_before.ctx, n); }
+void* fwd_calloc(void*, size_t a, size_t b) { return g_raw_before.calloc(g_raw_before.ctx, a, b); }
+void* fwd_realloc(void*, void* p, size_t n) { return g_raw_before.realloc(g_raw_before.ctx, p, n); }
+void fwd_free(void*, void* p) {
+  if (p && p == g_audit_hook.entry) {
+    free(p);
+    g_audit_hook.entry = nullptr;
+    py.PyMem_SetAllocator(PYMEM_DOMAIN_RAW, &g_raw_before);  // done: step out of the way
+    return;
+  }
+  g_raw_before.free(g_raw_before.ctx, p);
+}
+
+constexpr char kClassAttribute[] = "__class__";
+
+int audit_hook(const char* event, PyObject* args, void*) {
+  if (event[0] == 'o' && event[1] == 's' && strcmp(event, "os.exec") == 0) {
+    if (!g_audit_hook.exec_wrapped) before_exec();
+    return 0;
+  }
+  if (event[0] == 'o' && strcmp(event, "object.__setattr__") == 0) {
+    if (class_setter_observed()) return 0;  // the setter hook records it
+    if (py.PyTuple_Size(args) != 3) { py.PyErr_Clear(); return 0; }
+    PyObject* attr = py.PyTuple_GetItem(args, 1);
+    Py_ssize_t n = 0;
+    const char* a = str_utf8(attr, &n);
+    if (a && n == sizeof kClassAttribute - 1 && memcmp(a, kClassAttribute, sizeof kClassAttribute - 1) == 0)
+      note_class_assignment(py.PyTuple_GetItem(args, 0), py.PyTuple_GetItem(args, 2));
+    py.PyErr_Clear();
+    return 0;
+  }
+  if (event[0] == 'i' && strcmp(event, "import") == 0) {
+    ThreadState& t = ts();
+    if (!g_settings.enabled || t.inside_tracer) return 0;
+    ++t.inside_tracer;
+    PyObject *et, *ev, *tb;
+    py.PyErr_Fetch(&et, &ev, &tb);
+    install_in_current_interpreter();
+    py.PyErr_Restore(et, ev, tb);
+    --t.inside_tracer;
+  } else if (event[0] == 'c' && strcmp(event, "cpython._PySys_ClearAuditHooks") == 0) {
+    g_main_interpreter.finalizing = true;
+    {
+      WriterLock lock;
+      TraceWriter::flush();
+    }
+    if (g_audit_hook.entry) {
+      py.PyMem_GetAllocator(PYMEM_DOMAIN_RAW, &g_raw_before);
+      PyMemAllocatorEx filter = {nullptr, fwd_malloc, fwd_calloc, fwd_realloc, fwd_free};
+      py.PyMem_SetAllocator(PYMEM_DOMAIN_RAW, &filter);
+    }
+  }
+  return 0;
+}
+
+bool env_true(const char* name) {
+  const char* v = getenv(name);
+  return v && *v && strcmp(v, "0") != 0;
+}
+
+}  // namespace
+}  // namespace imptrace
+
+using namespace imptrace;
+
+__attribute__((constructor)) static void imptrace_start() {
+  // Setuid/secure-execution processes: the loader already drops LD_PRELOAD there, but a
+  // library reached another way must not write files on behalf of a privileged process.
+  if (getauxval(AT_SECURE)) return;
+  if (env_true("IMPTRACE_DISABLE")) return;
+  if (!resolve_cpython_api()) return;
+  if (py.Py_IsInitialized()) return;  // loaded late (dlopen into a running interpreter)
+  const char* p = getenv("IMPTRACE_PROXIES");
+  g_settings.proxies = !(p && strcmp(p, "0") == 0);
+  g_settings.native_stacks = env_true("IMPTRACE_NATIVE_STACKS");
+  g_settings.keep_audit_hook = env_true("IMPTRACE_AUDIT_HOOK");
+  if (g_settings.native_stacks) prepare_native_stacks();
+  char build[32];
+  snprintf(build, sizeof build, "%s%s", py.shared ? "shared" : "static", py.debug ? "+debug" : "");
+  TraceWriter::init(py.Py_GetVersion(), build);
+  pthread_atfork(nullptr, nullptr, forget_thread_id_in_child);
+
+  PyMemAllocatorEx before;
+  py.PyMem_GetAllocator(PYMEM_DOMAIN_RAW, &before);
+  PyMemAllocatorEx recording = {nullptr, rec_malloc, rec_calloc, rec_realloc, rec_free};
+  py.PyMem_SetAllocator(PYMEM_DOMAIN_RAW, &recording);
+  int rc = py.PySys_AddAuditHook(audit_hook, nullptr);
+  py.PyMem_SetAllocator(PYMEM_DOMAIN_RAW, &before);
+  if (rc != 0) return;
+  g_settings.enabled = true;
+}

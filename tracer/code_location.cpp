@@ -1,0 +1,119 @@
+#include "code_location.h"
+
+#include <string.h>
+
+#include "string_interning.h"
+#include "thread_state.h"
+#include "trace_writer.h"
+
+namespace imptrace {
+namespace {
+
+// Every frame of importlib's bootstrap is "<frozen importlib._bootstrap>" or
+// "<frozen importlib._bootstrap_external>"; a source importlib (python -X frozen_modules=off,
+// or a build without frozen modules) lives in a directory of that name.
+constexpr char kFrozenImportlib[] = "<frozen importlib";
+constexpr char kImportlibDir[] = "/importlib/";
+
+bool is_importlib_file(const char* f) {
+  return strncmp(f, kFrozenImportlib, sizeof kFrozenImportlib - 1) == 0 || strstr(f, kImportlibDir) != nullptr;
+}
+
+// What a code object says about where it is: file and function ids, and whether it is
+// importlib's own. Code objects repeat (every frame of importlib, a package's __init__
+// importing its children one after another), so a small cache keyed by the code object
+// skips two attribute lookups and a path scan per frame. It holds a reference to each
+// cached code object so that an address keeps meaning the same code (deliberate: at most
+// kCodeCache code objects stay alive a while longer).
+struct CodeInfo {
+  PyObject* code = nullptr;
+  uint32_t file = 0, func = 0, generation = 0;
+  bool importlib = false;
+  LineCursor lines;  // usable only in a cached entry (which keeps the code alive)
+};
+constexpr size_t kCodeCache = 128;
+struct CodeCache {
+  CodeInfo slots[kCodeCache];
+};
+CodeCache g_code_cache;
+
+CodeInfo describe_code(PyObject* code) {
+  CodeInfo ci;
+  Ref fn(getattr_n(code, NAME("co_filename")));
+  Ref nm(getattr_n(code, py.minor >= 11 ? NAME("co_qualname") : NAME("co_name")));
+  if (!fn || !nm) py.PyErr_Clear();
+  Py_ssize_t fl = 0;
+  const char* file = str_utf8(fn.get(), &fl);
+  ci.importlib = file && is_importlib_file(file);
+  ci.file = intern_obj(fn.get());
+  ci.func = intern_obj(nm.get());
+  return ci;
+}
+
+// The cache entry for `code`, or (sub-interpreters) `scratch` filled in.
+CodeInfo& code_info(PyObject* code, CodeInfo& scratch) {
+  if (!in_main_interpreter()) return scratch = describe_code(code);
+  CodeInfo& slot = g_code_cache.slots[(reinterpret_cast<uintptr_t>(code) >> 4) & (kCodeCache - 1)];
+  if (slot.code == code && slot.generation == TraceWriter::strings_epoch()) return slot;
+  CodeInfo ci = describe_code(code);
+  py.Py_IncRef(code);
+  PyObject* old = slot.code;
+  slot = ci;
+  slot.code = code;
+  slot.generation = TraceWriter::strings_epoch();
+  if (!ci.importlib && py.PyFrame_GetLasti) {
+    Ref table(getattr_n(code, NAME("co_linetable")));
+    Ref first(table ? getattr_n(code, NAME("co_firstlineno")) : nullptr);
+    if (!first) py.PyErr_Clear();
+    line_cursor_init(slot.lines, table.get(), first.get());
+  }
+  if (old) py.Py_DecRef(old);
+  return slot;
+}
+
+}  // namespace
+
+int capture_stack(CodeLocation* out, int max, bool skip_importlib, PyObject* start) {
+  int n = 0;
+  PyObject* f = start ? start : py.PyEval_GetFrame();  // borrowed
+  if (!f) return 0;
+  py.Py_IncRef(f);
+  Ref frame(f);
+  for (int guard = 0; frame && n < max && guard < 256; ++guard) {
+    Ref code(frame_code(frame.get()));
+    if (code) {
+      CodeInfo scratch;
+      CodeInfo& ci = code_info(code.get(), scratch);
+      if (!(skip_importlib && ci.importlib)) {
+        CodeLocation& l = out[n++];
+        l.file = ci.file;
+        l.function = ci.func;
+        int line = frame_line(frame.get(), ci.lines.table ? &ci.lines : nullptr);
+        l.line = line > 0 ? static_cast<uint32_t>(line) : 0;
+        l.importlib = ci.importlib;
+        if (n == max) break;  // 3.11+ makes a frame object for every frame it is asked about
+      }
+    } else {
+      py.PyErr_Clear();
+    }
+    frame.reset(frame_back(frame.get()));
+  }
+  return n;
+}
+
+CodeLocation function_location(PyObject* fn) {
+  CodeLocation l;
+  if (!fn) return l;
+  Ref code(getattr_n(fn, NAME("__code__")));
+  if (!code) { py.PyErr_Clear(); return l; }
+  Ref file(getattr_n(code.get(), NAME("co_filename")));
+  Ref line(getattr_n(code.get(), NAME("co_firstlineno")));
+  Ref name(getattr_n(code.get(), py.minor >= 11 ? NAME("co_qualname") : NAME("co_name")));
+  if (!file || !line || !name) py.PyErr_Clear();
+  l.file = intern_obj(file.get());
+  l.function = intern_obj(name.get());
+  if (line) { long v = py.PyLong_AsLong(line.get()); if (v > 0) l.line = static_cast<uint32_t>(v); else py.PyErr_Clear(); }
+  return l;
+}
+
+}  // namespace imptrace

@@ -1,0 +1,260 @@
+#include "modules_observer.h"
+
+#include "code_location.h"
+#include "imports_in_flight.h"
+#include "modules_shadow.h"
+#include "object_description.h"
+#include "object_identity.h"
+#include "process_state.h"
+#include "proxies.h"
+#include "pytest_context.h"
+#include "record_encoder.h"
+#include "string_interning.h"
+#include "thread_state.h"
+#include "trace_writer.h"
+
+namespace imptrace {
+namespace {
+
+using namespace fields;
+
+struct ModulesObservers {
+  ObjObjArgProc orig_ass_subscript;  // dict's store slot (3.8-3.11)
+  SetterFn orig_class_setter;        // object's __class__ setter
+};
+ModulesObservers g_observers;
+
+// A change about to happen (described already), with the stack that makes it.
+void record_exact_change(uint32_t key, uint32_t op, const ObjectDescription* old_value,
+                         const ObjectDescription* new_value) {
+  CodeLocation stack[kStackDepth];
+  int ns = capture_stack(stack, kStackDepth, false);
+  emit_modules_change(key, op, old_value, new_value, ModulesChange::EXACT, ns > 0 && stack[0].importlib, stack, ns);
+}
+
+// ---- sys.modules[k] = v / del sys.modules[k] (3.8-3.11) --------------------------------
+int dict_ass_subscript_hook(PyObject* mp, PyObject* key, PyObject* value) {
+  ObjObjArgProc orig = g_observers.orig_ass_subscript;
+  if (mp != sys_modules() || !g_settings.enabled || finalizing()) return orig(mp, key, value);
+  InterpreterScope scope;
+  ThreadState& t = ts();
+  if (t.inside_tracer || !TraceWriter::usable()) return orig(mp, key, value);
+  PyObject* old = py.PyDict_GetItem(mp, key);
+  InFlight* in = t.depth > 0 && t.depth <= kMaxDepth ? &t.stack[t.depth - 1] : nullptr;
+  if (value && !old && in && (!in->inserted || in->inserted == value) &&
+      in->generation == TraceWriter::generation() && same_text(key, in->name)) {
+    // The import system inserting the module it loads, or putting it back after popping
+    // it (to move it to the end): nothing to record (its Import record tells it, as on
+    // 3.12+), and the shadow takes it from sys.modules at the next boundary. Here it is
+    // only noted, with a reference.
+    int rc = orig(mp, key, value);
+    if (rc == 0 && !in->inserted) {
+      py.Py_IncRef(value);
+      in->inserted = value;
+      if (in->name_epoch == TraceWriter::strings_epoch()) inflight_note_inserted(in->name_id, value);
+    }
+    return rc;
+  }
+  if (old) py.Py_IncRef(old);  // described after the store, so kept alive until then
+  int rc = orig(mp, key, value);
+  if (rc == 0 && old != value) {
+    ++t.inside_tracer;
+    PyObject *et, *ev, *tb;
+    py.PyErr_Fetch(&et, &ev, &tb);
+    {
+      WriterLock lock;
+      InFlight* cur = in && in->generation == TraceWriter::generation() ? in : nullptr;  // as innermost(t)
+      bool key_is_import = cur && same_text(key, cur->name);
+      if (value && !old && key_is_import) {
+        shadow_adopt(key, value, false);  // the import system inserting the module it loads
+      } else {
+        CodeLocation stack[kStackDepth];
+        int ns = capture_stack(stack, kStackDepth, false);
+        ObjectDescription oi = describe(old), ni = describe(value);
+        bool by_import = ns > 0 && stack[0].importlib;
+        emit_modules_change(intern_obj(key), value ? ModulesChange::SET : ModulesChange::DELETE,
+                            old ? &oi : nullptr, value ? &ni : nullptr, ModulesChange::EXACT,
+                            by_import, stack, ns);
+        shadow_adopt(key, value, true);
+        if (value) instrument_if_proxy(value, ni);
+        if (!value && cur && old == cur->inserted) {
+          // The import's own insertion, deleted where it was seen: recorded here, so the
+          // boundary must not report it again. `old` still holds a reference.
+          if (cur->name_epoch == TraceWriter::strings_epoch()) inflight_note_inserted(cur->name_id, nullptr);
+          py.Py_DecRef(cur->inserted);
+          cur->inserted = nullptr;
+        }
+        TraceWriter::flush();
+      }
+    }
+    py.PyErr_Restore(et, ev, tb);
+    --t.inside_tracer;
+  }
+  if (old) py.Py_DecRef(old);
+  return rc;
+}
+
+// ---- dict watcher (3.12+) -------------------------------------------------------------
+void drop_pending_pop(ThreadState& t) {
+  py.Py_DecRef(t.pending_pop_key);
+  t.pending_pop_key = nullptr;
+  t.pending_pop_value = nullptr;
+}
+
+int modules_watcher(int event, PyObject* dict, PyObject* key, PyObject* new_value) {
+  if (!g_settings.enabled || dict != sys_modules() || finalizing()) return 0;
+  ThreadState& t = ts();
+  if (t.inside_tracer) return 0;
+  // Two of the three events of every import are the import system's own: inserting the
+  // module it loads, and re-inserting it after its pop. Told apart by identity alone, they
+  // return before any locking or error juggling.
+  if (event == DICT_ADDED && key) {
+    if (t.pending_pop_key == key && t.pending_pop_value == new_value) {
+      drop_pending_pop(t);
+      return 0;
+    }
+    const InFlight* in = innermost(t);
+    if (!t.pending_pop_key && in && in->name == key) return 0;
+  } else if (event == DICT_DELETED && key && !t.pending_pop_key) {
+    // The pop half of the import system's pop-and-reinsert (3.12+ _load_unlocked): held
+    // until the re-insert, as below, without the slow path's locking.
+    const InFlight* in = innermost(t);
+    if (in && in->name == key && !py.PyErr_Occurred()) {
+      if (PyObject* old = dict_lookup(dict, key)) {
+        py.Py_IncRef(key);
+        t.pending_pop_key = key;
+        t.pending_pop_value = old;
+        return 0;
+      }
+    }
+  }
+  InterpreterScope scope;
+  ++t.inside_tracer;
+  PyObject *et, *ev, *tb;
+  py.PyErr_Fetch(&et, &ev, &tb);
+  {
+    WriterLock lock;
+    const InFlight* in = innermost(t);
+    bool key_is_import = in && key && same_text(key, in->name);
+    if (event == DICT_ADDED && t.pending_pop_key && same_text(key, t.pending_pop_key) &&
+        new_value == t.pending_pop_value) {
+      drop_pending_pop(t);  // the import system's pop-and-reinsert: no news
+    } else {
+      if (t.pending_pop_key) {
+        // A pop that was not followed by a re-insert: the import system removed the entry
+        // (a failed import), or a pop by someone else.
+        ObjectDescription oi;
+        oi.id = identity(t.pending_pop_value, false);
+        emit_modules_change(intern_obj(t.pending_pop_key), ModulesChange::DELETE, &oi, nullptr,
+                            ModulesChange::EXACT, true, nullptr, 0);
+        drop_pending_pop(t);
+      }
+      PyObject* old = key ? py.PyDict_GetItem(dict, key) : nullptr;
+      if (event == DICT_ADDED && key_is_import) {
+        // The import system's own insertion of the module it is loading: the Import
+        // record says it; only later replacements are news.
+      } else if (event == DICT_DELETED && key_is_import && old) {
+        py.Py_IncRef(key);
+        t.pending_pop_key = key;
+        t.pending_pop_value = old;
+      } else if (event == DICT_ADDED || event == DICT_MODIFIED) {
+        if (old != new_value) {
+          CodeLocation stack[kStackDepth];
+          int ns = capture_stack(stack, kStackDepth, false);
+          ObjectDescription oi = describe(old), ni = describe(new_value);
+          bool by_import = ns > 0 && stack[0].importlib;
+          emit_modules_change(intern_obj(key), ModulesChange::SET, old ? &oi : nullptr, &ni,
+                              ModulesChange::EXACT, by_import, stack, ns);
+          instrument_if_proxy(new_value, ni);
+        }
+      } else if (event == DICT_DELETED) {
+        CodeLocation stack[kStackDepth];
+        int ns = capture_stack(stack, kStackDepth, false);
+        ObjectDescription oi = describe(old);
+        bool by_import = ns > 0 && stack[0].importlib;
+        emit_modules_change(intern_obj(key), ModulesChange::DELETE, old ? &oi : nullptr, nullptr,
+                            ModulesChange::EXACT, by_import, stack, ns);
+      } else if (event == DICT_CLEARED || event == DICT_DEALLOCATED) {
+        emit_modules_change(TraceWriter::intern("*"), ModulesChange::CLEAR, nullptr, nullptr,
+                            ModulesChange::EXACT, false, nullptr, 0);
+      }
+    }
+    TraceWriter::flush();
+  }
+  py.PyErr_Restore(et, ev, tb);
+  --t.inside_tracer;
+  return 0;
+}
+
+// ---- __class__ assignment -----------------------------------------------------------
+// `obj.__class__ = T`, seen before it happens. For an object under its own name in
+// sys.modules (LazyLoader turning a module into _LazyModule and back, a module making
+// itself a ModuleType subclass), that is a change of what sits under the name, recorded
+// exactly, as a new entry for the same object.
+void class_assignment(PyObject* obj, PyObject* new_type) {
+  if (!sys_modules() || !in_main_interpreter() || finalizing()) return;
+  if (!py.PyType_IsSubtype(type_of(obj), py.PyModule_Type)) return;
+  PyObject* d = py.PyModule_GetDict(obj);
+  PyObject* name = d ? dict_get_n(d, NAME("__name__")) : nullptr;
+  if (!name || py.PyDict_GetItem(sys_modules(), name) != obj) { py.PyErr_Clear(); return; }
+  WriterLock lock;
+  ObjectDescription oi = describe(obj), ni = describe(obj, new_type);
+  record_exact_change(intern_obj(name), ModulesChange::SET, &oi, &ni);
+  TraceWriter::flush();
+}
+
+// object's __class__ setter, swapped for this at installation.
+int class_setter_hook(PyObject* self, PyObject* value, void* closure) {
+  note_class_assignment(self, value);
+  return g_observers.orig_class_setter(self, value, closure);
+}
+
+}  // namespace
+
+void emit_modules_change(uint32_t key, uint32_t op, const ObjectDescription* old_value,
+                         const ObjectDescription* new_value, uint32_t precision, bool by_import,
+                         const CodeLocation* stack, int stack_depth) {
+  ThreadState& t = ts();
+  const InFlight* in = innermost(t);
+  ModulesChangeRecord r;
+  r.key = key;
+  r.op = op;
+  r.old_value = old_value;
+  r.new_value = new_value;
+  r.precision = precision;
+  r.by_import_system = by_import;
+  r.stack = stack;
+  r.stack_depth = stack_depth;
+  r.context.time_ns = TraceWriter::now_ns();
+  r.context.thread = t.tid;
+  r.context.test = current_test();
+  r.context.during_import = in ? in->index + 1 : 0;
+  encode_modules_change(r);
+}
+
+void observe_sys_modules(PyObject* modules) {
+  if (!g_observers.orig_class_setter) g_observers.orig_class_setter = patch_class_setter(class_setter_hook);
+  if (py.has_dict_watchers()) {
+    int id = py.PyDict_AddWatcher(modules_watcher);
+    if (id < 0 || py.PyDict_Watch(id, modules) < 0) py.PyErr_Clear();
+  } else if (!g_observers.orig_ass_subscript) {
+    g_observers.orig_ass_subscript = patch_dict_ass_subscript(dict_ass_subscript_hook);
+  }
+}
+
+bool class_setter_observed() { return g_observers.orig_class_setter != nullptr; }
+
+// Runs class_assignment with the program's pending exception (if any) put aside.
+void note_class_assignment(PyObject* obj, PyObject* new_type) {
+  ThreadState& t = ts();
+  if (!g_settings.enabled || t.inside_tracer || !TraceWriter::usable() || !obj || !new_type) return;
+  InterpreterScope scope;
+  ++t.inside_tracer;
+  PyObject *et, *ev, *tb;
+  py.PyErr_Fetch(&et, &ev, &tb);
+  class_assignment(obj, new_type);
+  py.PyErr_Restore(et, ev, tb);
+  --t.inside_tracer;
+}
+
+}  // namespace imptrace

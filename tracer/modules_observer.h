@@ -1,0 +1,29 @@
+// Observing sys.modules where it changes: the dict watcher (3.12+), dict's store slot
+// (3.8-3.11, `sys.modules[k] = v` and `del sys.modules[k]`), and object's __class__ setter
+// (a module under its own name changing class). What these miss on 3.8-3.11 the shadow
+// finds at the next import boundary (modules_shadow.h).
+#pragma once
+
+#include <stdint.h>
+
+#include "cpython_api.h"
+#include "record_values.h"
+
+namespace imptrace {
+
+// Records one change of sys.modules on this thread (writer lock held).
+void emit_modules_change(uint32_t key, uint32_t op, const ObjectDescription* old_value,
+                         const ObjectDescription* new_value, uint32_t precision, bool by_import,
+                         const CodeLocation* stack, int stack_depth);
+
+// Installs the observers on the main interpreter's sys.modules (GIL held, once).
+void observe_sys_modules(PyObject* modules);
+
+// Whether object's __class__ setter could be replaced; if not, the audit hook's
+// object.__setattr__ events stand in (note_class_assignment).
+bool class_setter_observed();
+
+// `obj.__class__ = new_type`, about to happen.
+void note_class_assignment(PyObject* obj, PyObject* new_type);
+
+}  // namespace imptrace

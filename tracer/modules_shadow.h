@@ -1,0 +1,41 @@
+// 3.8-3.11 have no way to watch a dict, so the tracer keeps a shadow of sys.modules (key
+// -> the object and its description) and compares at import boundaries. A full
+// comparison is O(len(sys.modules)); it runs when the size disagrees with the shadow and
+// at every top-level import boundary, and the keys on the import path are checked at every
+// boundary. Changes are therefore found no later than the next such boundary, and carry
+// the stack active then (precision AT_BOUNDARY). Everything here runs with the writer lock
+// held, in the main interpreter.
+#pragma once
+
+#include <stdint.h>
+
+#include "cpython_api.h"
+#include "record_values.h"
+#include "thread_state.h"
+
+namespace imptrace {
+
+// Adopts key -> value (null: the key is gone) into the shadow without recording: the
+// change was recorded exactly where it happened, or is the import system's own insertion
+// (`describe_value` false: described later, from the import record).
+void shadow_adopt(PyObject* key, PyObject* value, bool describe_value);
+
+// What an import's end found in sys.modules (the boundary does not look it up again).
+struct ImportEndView {
+  bool ok;                             // the import succeeded: the next two are known
+  PyObject* value;                     // sys.modules[name] (null: nothing there)
+  const ObjectDescription* described;  // `value` described
+  PyObject* inserted;                  // what the import system put under the name, if known
+  bool submodule;                      // the name has a parent package: the next two are known
+  uint32_t parent_id;                  // the parent's name (a string id)
+  PyObject* parent;                    // sys.modules[parent] (null: nothing there)
+};
+
+// An import's start: brings the shadow up to date before `name` (string id `name_id`) is
+// imported. `top_level`: no import in progress on this thread (a full comparison is due).
+void shadow_at_import_start(ThreadState& t, PyObject* name, uint32_t name_id, bool top_level);
+// An import's end: the same, with what the import's end already found.
+void shadow_at_import_end(ThreadState& t, PyObject* name, uint32_t name_id, bool top_level,
+                          const ImportEndView& found);
+
+}  // namespace imptrace

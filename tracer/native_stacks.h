@@ -1,0 +1,20 @@
+// Native stacks of imports (IMPTRACE_NATIVE_STACKS=1): the C call chain that led to an
+// import, as (object, offset, symbol) frames.
+#pragma once
+
+#include "record_encoder.h"
+
+namespace imptrace {
+
+constexpr int kNativeDepth = 48;
+
+// Loads the unwinder now, not inside the first import (bootstrap, when native stacks are on).
+void prepare_native_stacks();
+
+// The return addresses of the current C stack, at most kNativeDepth.
+int capture_native_stack(void** frames);
+
+// The frames as the trace names them, this library's own left out; returns the count.
+int resolve_native_stack(void* const* frames, int n, NativeFrameValue* out);
+
+}  // namespace imptrace

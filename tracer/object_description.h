@@ -1,0 +1,26 @@
+// Describing objects: what the trace says about a module, a proxy or a value (its identity,
+// type, flags, __name__ and __file__), read without running the program's code where that
+// can be avoided.
+#pragma once
+
+#include <stdint.h>
+
+#include "cpython_api.h"
+#include "record_values.h"
+
+namespace imptrace {
+
+// `as_type`: describe the object as if its class were already this one (a __class__
+// assignment seen just before it happens). `dict_out`, when given, receives the instance
+// dict the description was read from (callers that read more of it do not look it up
+// again).
+ObjectDescription describe(PyObject* o, PyObject* as_type = nullptr, Ref* dict_out = nullptr);
+
+// "pkg.mod.QualName" for classes, "module" for plain modules (a string id).
+uint32_t type_name(PyObject* type);
+
+// Exception type and message of a fetched error; str() of builtin exceptions only runs
+// CPython's own code.
+void describe_error(PyObject* et, PyObject* ev, uint32_t* type, uint32_t* msg);
+
+}  // namespace imptrace

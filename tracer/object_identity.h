@@ -1,0 +1,23 @@
+// Object identity and death. An address alone is not an identity: a module that dies (a
+// failed import, a replaced proxy) frees its address for the next object. Objects the
+// story is about (modules and proxies) are watched for their death, which bumps a
+// generation for that address.
+#pragma once
+
+#include <stdint.h>
+
+#include "cpython_api.h"
+
+namespace imptrace {
+
+// The id of `o` in the trace. Tracked objects (`track`: modules and proxies) get a dense
+// serial number, 1 or 2 bytes in the trace instead of an address's 7, which changes when
+// the object dies. Others get their address (plus the address's generation), marked so it
+// can never equal a serial.
+uint64_t identity(PyObject* o, bool track);
+
+// types.ModuleType's dealloc, replaced by the bootstrap: plain modules are watched for
+// their death there, with nothing allocated per module.
+void watch_module_deaths();
+
+}  // namespace imptrace

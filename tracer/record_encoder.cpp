@@ -1,0 +1,94 @@
+#include "record_encoder.h"
+
+namespace imptrace {
+
+using namespace fields;
+
+void encode_modules_change(const ModulesChangeRecord& c) {
+  auto r = TraceWriter::begin_record(Record::modules_change);
+  auto& b = TraceWriter::buf();
+  wire::put_uint(b, ModulesChange::key, c.key);
+  wire::put_uint(b, ModulesChange::op, c.op);
+  if (c.old_value) put_object(b, ModulesChange::old_, *c.old_value);
+  if (c.new_value) put_object(b, ModulesChange::new_, *c.new_value);
+  for (int i = 0; i < c.stack_depth; ++i) put_location(b, ModulesChange::stack, c.stack[i]);
+  wire::put_uint(b, ModulesChange::time_ns, c.context.time_ns);
+  wire::put_uint(b, ModulesChange::thread, c.context.thread);
+  wire::put_uint(b, ModulesChange::test, c.context.test);
+  wire::put_uint(b, ModulesChange::precision, c.precision);
+  wire::put_uint(b, ModulesChange::during_import, c.context.during_import);
+  wire::put_bool(b, ModulesChange::by_import_system, c.by_import_system);
+  TraceWriter::end_record(r);
+}
+
+}  // namespace imptrace
+
+namespace imptrace {
+
+void encode_binding(const BindingRecord& c) {
+  auto r = TraceWriter::begin_record(fields::Record::binding);
+  auto& b = TraceWriter::buf();
+  wire::put_uint(b, fields::Binding::import_index, c.import_index);
+  put_object(b, fields::Binding::bound_on, c.bound_on);
+  if (c.child) put_object(b, fields::Binding::child, *c.child);
+  wire::put_uint(b, fields::Binding::status, c.status);
+  if (c.attribute_value) put_object(b, fields::Binding::attribute_value, *c.attribute_value);
+  TraceWriter::end_record(r);
+}
+
+}  // namespace imptrace
+
+namespace imptrace {
+
+void encode_import(const ImportRecord& c) {
+  auto r = TraceWriter::begin_record(Record::import);
+  auto& b = TraceWriter::buf();
+  wire::put_uint(b, Import::index, c.index);
+  wire::put_uint(b, Import::parent, c.parent);
+  wire::put_uint(b, Import::thread, c.thread);
+  wire::put_uint(b, Import::begin_ns, c.begin_ns);
+  wire::put_uint(b, Import::duration_ns, c.end_ns - c.begin_ns);
+  wire::put_uint(b, Import::name, c.name);
+  wire::put_bool(b, Import::ok, c.ok);
+  wire::put_uint(b, Import::error_type, c.error_type);
+  wire::put_uint(b, Import::error_message, c.error_message);
+  if (c.ok) {
+    // The module's file as the trace has it: its __file__, else its spec's origin.
+    uint32_t file = c.object.file;
+    if (c.spec_read) {
+      const SpecFacts& s = c.spec;
+      if (s.present) {
+        if (s.name != c.name) wire::put_uint(b, Import::spec_name, s.name);
+        wire::put_uint(b, Import::origin, s.origin);
+        wire::put_uint(b, Import::loader, s.loader);
+        for (int i = 0; i < s.search_location_count; ++i)
+          wire::put_uint(b, Import::search_locations, s.search_locations[i]);
+      }
+      if (c.object.file != s.origin) wire::put_uint(b, Import::file, c.object.file);
+      if (!file) file = s.origin;
+    } else {
+      file = 0;
+    }
+    // The object's own __name__ and __file__ are left out when they are the import's name
+    // and file (the common case); readers fill them back in.
+    ObjectDescription slim = c.object;
+    if (slim.name == c.name && slim.file == file && slim.name) {
+      slim.name = slim.file = 0;
+      slim.flags |= ObjectFlags::elided_name_file;
+    }
+    put_object(b, Import::object, slim);
+  }
+  put_location(b, Import::importer, c.importer);
+  wire::put_uint(b, Import::test, c.test);
+  wire::put_uint(b, Import::interpreter, c.interpreter);
+  for (int i = 0; i < c.native_depth; ++i) {
+    auto m = wire::begin_message(b, Import::native_stack);
+    wire::put_uint(b, NativeFrame::object, c.native_stack[i].object);
+    wire::put_uint(b, NativeFrame::offset, c.native_stack[i].offset);
+    wire::put_uint(b, NativeFrame::symbol, c.native_stack[i].symbol);
+    wire::end_message(b, m);
+  }
+  TraceWriter::end_record(r);
+}
+
+}  // namespace imptrace

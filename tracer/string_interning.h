@@ -1,0 +1,65 @@
+// Strings as the tracer meets them: str objects turned into the trace's string ids (with a
+// cache by object), text turned into str objects for dict lookups (with a cache by text),
+// and attribute names kept as interned str objects, one per call site.
+//
+// Every cache here holds a reference to what it keeps, so that a cached address can never
+// come to mean a different object (deliberate: a bounded number of small objects stay
+// alive). Main interpreter only: objects must not cross interpreters.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpython_api.h"
+#include "thread_state.h"
+
+namespace imptrace {
+
+// The string id of a str object (0: null, empty or not text). `fill`: false for walks over
+// many strings seen once each (all of sys.modules' keys), which would only push out the
+// strings that repeat, and incref and decref both.
+uint32_t intern_obj(PyObject* s, bool fill = true);
+
+// Two str objects with the same text (without running a subclass's __eq__).
+bool same_text(PyObject* a, PyObject* b);
+
+// A str object for `text` kept in a direct-mapped cache, or null when the text does not
+// fit a slot or this is not the main interpreter (callers fall back).
+struct TextStrSlot {
+  uint64_t hash;
+  PyObject* str;
+  uint8_t len;
+  char text[55];
+};
+TextStrSlot* text_str(const char* text, size_t n);
+// d[text] (borrowed, no error), through the slot's str when there is one.
+inline PyObject* dict_get_text(PyObject* d, TextStrSlot* slot, const char* text) {
+  return slot ? dict_lookup(d, slot->str) : py.PyDict_GetItemString(d, text);
+}
+
+// An attribute or key name the tracer looks up with. PyObject_GetAttrString and
+// PyDict_GetItemString build and hash a new str on every call; NAME("x") gives each call
+// site its own static holding the name's str, made once and interned (lookups hit the
+// cached hash and compare by identity). Sub-interpreters use the String variants.
+struct Name { const char* text; PyObject* obj; };
+inline PyObject* name_obj(Name& n) {
+  if (!in_main_interpreter()) return nullptr;
+  if (!n.obj) {
+    n.obj = py.PyUnicode_InternFromString(n.text);  // deliberate: kept for the process lifetime
+    if (!n.obj) py.PyErr_Clear();
+  }
+  return n.obj;
+}
+#define NAME(lit) ([]() -> ::imptrace::Name& { static ::imptrace::Name n{lit, nullptr}; return n; }())
+
+inline PyObject* getattr_n(PyObject* o, Name& name) {  // new reference
+  PyObject* n = name_obj(name);
+  return n ? py.PyObject_GetAttr(o, n) : py.PyObject_GetAttrString(o, name.text);
+}
+
+inline PyObject* dict_get_n(PyObject* d, Name& name) {  // borrowed, no error
+  PyObject* n = name_obj(name);
+  return n ? dict_lookup(d, n) : py.PyDict_GetItemString(d, name.text);
+}
+
+}  // namespace imptrace

@@ -1,0 +1,103 @@
+// Per-thread state: the stack of imports in progress on this thread and what a hook must
+// know about the thread it runs on.
+//
+// The state is one thread_local of a trivially constructible type whose zero state is its
+// initial state: nothing ever needs to run before a thread's first access, which lets
+// every file reach it with one %fs-relative load and no TLS wrapper call
+// (-ftls-model=initial-exec -fno-extern-tls-init, tracer/CMakeLists.txt says why).
+#pragma once
+
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "cpython_api.h"
+#include "process_state.h"
+#include "trace_writer.h"
+
+namespace imptrace {
+
+// One import in progress on this thread.
+struct InFlight {
+  uint64_t index;
+  PyObject* name;       // borrowed: the caller's frame keeps the argument alive
+  uint32_t name_id;     // its string id when it began (the in-flight table's key)
+  uint32_t name_epoch;  // TraceWriter::strings_epoch() then: name_id is its id while that holds
+  uint32_t generation;
+  bool noted;           // its sys.modules insertion is already in the shadow
+  // 3.8-3.11: what the import system put into sys.modules under the name (a reference,
+  // dropped at the import's end). The shadow learns it at the next boundary, not at the
+  // store; held so that, if it is replaced before then, the replaced object can still be
+  // described (and its address not reused meanwhile).
+  PyObject* inserted;
+};
+constexpr int kMaxDepth = 512;
+
+// Which interpreter the current hook runs in, asked once per hook entry
+// (InterpreterScope), not at every string or attribute lookup below it.
+enum class HookInterpreter : int8_t { not_asked = 0, main, other };
+
+struct ThreadState {
+  InFlight stack[kMaxDepth];
+  int depth;
+  uint64_t tid;      // 0 until asked (and again in a fork child)
+  bool main_thread;  // tid == pid, known with tid
+  // > 0 while the tracer itself runs code of CPython's or the program's from a hook: what
+  // that does (imports, sys.modules stores, attribute sets) is the tracer's, not news.
+  int inside_tracer;
+  HookInterpreter interpreter;
+  // The import system's pop-and-reinsert of a module (3.12+ watcher): the pop is held here
+  // and dropped when the same object comes back under the same key.
+  PyObject* pending_pop_key;
+  PyObject* pending_pop_value;
+  // While importlib's _handle_fromlist runs for `from pkg import a, b` (or __import__ with
+  // a fromlist): the frame that asked (a reference held for the call) and the import depth
+  // then. An import begun directly from there has that frame as its importer, so the stack
+  // is not walked back through importlib's frames (3.11+ makes a frame object for each).
+  // fromlist_depth means something only while fromlist_frame is set.
+  PyObject* fromlist_frame;
+  int fromlist_depth;
+};
+extern thread_local ThreadState t_state;
+
+inline ThreadState& ts() {
+  ThreadState& t = t_state;
+  if (__builtin_expect(!t.tid, 0)) {
+    t.tid = static_cast<uint64_t>(syscall(SYS_gettid));
+    t.main_thread = t.tid == static_cast<uint64_t>(getpid());  // getpid is a system call
+  }
+  return t;
+}
+
+inline bool in_main_interpreter() {
+  HookInterpreter h = t_state.interpreter;
+  if (h != HookInterpreter::not_asked) return h == HookInterpreter::main;
+  return g_main_interpreter.interp && py.PyInterpreterState_Get() == g_main_interpreter.interp;
+}
+
+// Answers in_main_interpreter for the hook's extent.
+struct InterpreterScope {
+  HookInterpreter saved;
+  InterpreterScope() : saved(t_state.interpreter) {
+    t_state.interpreter = g_main_interpreter.interp && py.PyInterpreterState_Get() == g_main_interpreter.interp
+                              ? HookInterpreter::main
+                              : HookInterpreter::other;
+  }
+  ~InterpreterScope() { t_state.interpreter = saved; }
+  InterpreterScope(const InterpreterScope&) = delete;
+  InterpreterScope& operator=(const InterpreterScope&) = delete;
+};
+
+// The import in progress on this thread that belongs to this trace file (one begun before
+// a fork belongs to the parent's), or null.
+inline const InFlight* innermost(ThreadState& t) {
+  if (t.depth <= 0 || t.depth > kMaxDepth) return nullptr;
+  const InFlight* f = &t.stack[t.depth - 1];
+  return f->generation == TraceWriter::generation() ? f : nullptr;
+}
+
+// Registered with pthread_atfork by the bootstrap: in a fork child the forking thread is
+// the main thread, with a new id.
+void forget_thread_id_in_child();
+
+}  // namespace imptrace

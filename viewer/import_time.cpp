@@ -1,0 +1,103 @@
+// The import tree with self time, and the fate of each failed import (see import_time.h).
+#include "import_time.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace imptrace {
+namespace timing {
+
+ImportTree build_tree(const model::Process& p) {
+  const size_t n = p.imports.size();
+  ImportTree t;
+  t.children.resize(n);
+  t.self_ns.resize(n);
+  t.depth.assign(n, 0);
+  std::vector<uint64_t> child_time(n, 0);
+  std::unordered_map<uint64_t, size_t> thread_pos;
+  for (size_t i = 0; i < n; ++i) {
+    const auto& im = p.imports[i];
+    int64_t parent = im.parent_pos;
+    // A parent always starts first; anything else is a damaged file and becomes a root.
+    if (parent >= 0 && static_cast<size_t>(parent) < i) {
+      t.children[parent].push_back(i);
+      child_time[parent] += im.duration_ns();
+      t.depth[i] = t.depth[parent] + 1;
+      continue;
+    }
+    auto ins = thread_pos.emplace(im.thread, t.threads.size());
+    if (ins.second) {
+      t.threads.emplace_back();
+      t.threads.back().id = im.thread;
+    }
+    auto& th = t.threads[ins.first->second];
+    th.roots.push_back(i);
+    th.total_ns += im.duration_ns();
+  }
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t cumul = p.imports[i].duration_ns();
+    t.self_ns[i] = cumul > child_time[i] ? cumul - child_time[i] : 0;
+  }
+  return t;
+}
+
+const char* fate_name(Fate f) {
+  switch (f) {
+    case Fate::Ok: return "ok";
+    case Fate::Handled: return "handled";
+    case Fate::Propagated: return "propagated";
+  }
+  return "ok";
+}
+
+bool is_under(const std::string& name, const std::string& prefix) {
+  if (prefix.empty()) return true;
+  return name.size() >= prefix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
+         (name.size() == prefix.size() || name[prefix.size()] == '.');
+}
+
+std::vector<Fate> classify_failures(const model::Process& p) {
+  const size_t n = p.imports.size();
+  // Per thread, when the last import asked for by Python code began. Imports without a
+  // Python importer are left out: the interpreter's own imports while it prints an
+  // uncaught error and shuts down (3.13 imports `traceback` to print it) are not the
+  // program going on.
+  // A trace without importers at all (the tracer's floor build records none) counts every
+  // import.
+  bool have_importers = false;
+  for (const auto& im : p.imports) have_importers |= !im.importer.empty();
+  std::unordered_map<uint64_t, uint64_t> last_begin;
+  for (const auto& im : p.imports) {
+    if (have_importers && im.importer.empty()) continue;
+    auto ins = last_begin.emplace(im.thread, im.begin_ns);
+    if (!ins.second) ins.first->second = std::max(ins.first->second, im.begin_ns);
+  }
+  std::vector<Fate> fate(n, Fate::Ok);
+  for (size_t i = 0; i < n; ++i) {
+    const auto& im = p.imports[i];
+    if (im.ok) continue;
+    int64_t parent = im.parent_pos;
+    if (parent >= 0 && static_cast<size_t>(parent) < i) {
+      const auto& outer = p.imports[parent];
+      if (outer.ok) fate[i] = Fate::Handled;
+      else if (outer.name != im.name && is_under(outer.name, im.name)) fate[i] = fate[parent];
+      else fate[i] = Fate::Propagated;
+      continue;
+    }
+    auto it = last_begin.find(im.thread);
+    bool went_on = it != last_begin.end() && it->second >= im.end_ns;
+    fate[i] = went_on ? Fate::Handled : Fate::Propagated;
+  }
+  return fate;
+}
+
+bool parse_sort_key(const std::string& s, SortKey& out) {
+  if (s == "start") out = SortKey::Start;
+  else if (s == "cumulative") out = SortKey::Cumulative;
+  else if (s == "self") out = SortKey::Self;
+  else return false;
+  return true;
+}
+
+}  // namespace timing
+}  // namespace imptrace
