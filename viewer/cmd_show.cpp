@@ -17,23 +17,6 @@ namespace {
 
 constexpr size_t kMaxListed = 20;  // per list, so a pathological run stays readable
 
-// The anomalies `show` lists, one predicate each, so `run`'s closing count agrees with it.
-bool replaced_by_foreign_code(const model::ModulesChange& c) {
-  return !c.by_import_system && c.op == model::ChangeOp::Set && c.old_object.present &&
-         c.new_object.present && c.old_object.id != c.new_object.id;
-}
-// Each (key, proxy) pair once, over sys.modules changes first, then imports.
-std::vector<std::pair<std::string, model::ObjectRef>> proxies_under_keys(const model::Process& p) {
-  std::vector<std::pair<std::string, model::ObjectRef>> out;
-  std::set<std::pair<std::string, uint64_t>> seen;
-  auto add = [&](const std::string& key, const model::ObjectRef& o) {
-    if (o.present && o.is_proxy() && seen.insert({key, o.id}).second) out.emplace_back(key, o);
-  };
-  for (const auto& c : p.modules_changes) add(c.key, c.new_object);
-  for (const auto& im : p.imports) add(im.name, im.object);
-  return out;
-}
-
 // Prints at most kMaxListed lines of a list, then how many more there were.
 struct Lister {
   std::ostream& out;
