@@ -151,7 +151,7 @@ def test_redact_on_every_output(runs):
         "report": (imptrace("report", good, bad, "--redact", "-o", report), lambda: report.read_bytes()),
         "markdown": (imptrace("diff", good, bad, "--redact", "--format", "markdown"), None),
         "json": (imptrace("diff", good, bad, "--redact", "--format", "json"), None),
-        "show": (imptrace("show", good, "--redact"), None),
+        "show": (imptrace("show", good, "--redact", "--all"), None),
         "tree": (imptrace("tree", good, "--redact"), None),
         "why": (imptrace("why", bad, "npugraph_ex", "--redact", "--format", "json"), None),
         "export": (imptrace("export", bad, "--redact"), None),
