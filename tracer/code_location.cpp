@@ -29,9 +29,10 @@ struct CodeInfo {
   PyObject* code = nullptr;
   uint32_t file = 0, func = 0, generation = 0;
   bool importlib = false;
-  // Its name is __getattr__ (co_qualname on 3.11+, so a module-level one; co_name before,
-  // where a class's __getattr__ reads the same and its imports get a trigger too).
-  bool module_getattr = false;
+  // A __getattr__ (the last part of its qualified name, so lazy_loader's
+  // `attach.<locals>.__getattr__` counts; a class's __getattr__ does too, as it must on
+  // 3.8-3.10, whose code objects have no qualified name).
+  bool getattr_hook = false;
   LineCursor lines;  // usable only in a cached entry (which keeps the code alive)
 };
 constexpr size_t kCodeCache = 128;
@@ -50,7 +51,10 @@ CodeInfo describe_code(PyObject* code) {
   ci.importlib = file && is_importlib_file(file);
   Py_ssize_t nl = 0;
   const char* name = str_utf8(nm.get(), &nl);
-  ci.module_getattr = name && nl == 11 && memcmp(name, "__getattr__", 11) == 0;
+  constexpr char kGetattr[] = "__getattr__";
+  constexpr Py_ssize_t kGetattrLen = sizeof kGetattr - 1;
+  ci.getattr_hook = name && nl >= kGetattrLen && memcmp(name + nl - kGetattrLen, kGetattr, kGetattrLen) == 0 &&
+                    (nl == kGetattrLen || name[nl - kGetattrLen - 1] == '.');
   ci.file = intern_obj(fn.get());
   ci.func = intern_obj(nm.get());
   return ci;
@@ -128,7 +132,13 @@ bool capture_importer(CodeLocation* importer, CodeLocation* trigger, PyObject* f
         want->function = ci.func;
         int line = frame_line(frame.get(), ci.lines.table ? &ci.lines : nullptr);
         want->line = line > 0 ? static_cast<uint32_t>(line) : 0;
-        if (want == trigger || !ci.module_getattr) return true;
+        if (want == trigger) return true;
+        if (!ci.getattr_hook) {
+          // Code reached from a `from ... import` other than through importlib (a lazy
+          // attribute's descriptor, as six.moves has): that line triggered it.
+          if (fromlist_frame) capture_stack(trigger, 1, false, fromlist_frame);
+          return true;
+        }
         want = trigger;  // a package's __getattr__: go on to what asked it
       }
     } else {
