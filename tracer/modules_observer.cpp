@@ -186,40 +186,65 @@ typedef PyObject* (*FastMethod)(PyObject*, PyObject* const*, Py_ssize_t);
 typedef PyObject* (*NoArgsMethod)(PyObject*, PyObject*);
 typedef PyObject* (*KeywordsMethod)(PyObject*, PyObject*, PyObject*);
 
-PyObject* dict_pop_hook(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+// Each hook is a compare and a tail call to CPython's function for any other dict; the
+// observing path is out of line so that the hook needs no stack frame of its own.
+[[gnu::noinline]] PyObject* pop_observed(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   auto orig = reinterpret_cast<FastMethod>(g_observers.orig_method[kPop]);
-  if (self != sys_modules() || nargs < 1) return orig(self, args, nargs);
   return observe_method(self, args[0], false, [&] { return orig(self, args, nargs); });
 }
+PyObject* dict_pop_hook(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  if (__builtin_expect(self != sys_modules() || nargs < 1, 1))
+    return reinterpret_cast<FastMethod>(g_observers.orig_method[kPop])(self, args, nargs);
+  return pop_observed(self, args, nargs);
+}
 
-PyObject* dict_setdefault_hook(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+[[gnu::noinline]] PyObject* setdefault_observed(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   auto orig = reinterpret_cast<FastMethod>(g_observers.orig_method[kSetdefault]);
-  if (self != sys_modules() || nargs < 1) return orig(self, args, nargs);
   return observe_method(self, args[0], false, [&] { return orig(self, args, nargs); });
 }
+PyObject* dict_setdefault_hook(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  if (__builtin_expect(self != sys_modules() || nargs < 1, 1))
+    return reinterpret_cast<FastMethod>(g_observers.orig_method[kSetdefault])(self, args, nargs);
+  return setdefault_observed(self, args, nargs);
+}
 
-PyObject* dict_popitem_hook(PyObject* self, PyObject* unused) {
+[[gnu::noinline]] PyObject* popitem_observed(PyObject* self, PyObject* unused) {
   auto orig = reinterpret_cast<NoArgsMethod>(g_observers.orig_method[kPopitem]);
-  if (self != sys_modules()) return orig(self, unused);
   return observe_method(self, nullptr, false, [&] { return orig(self, unused); });
 }
+PyObject* dict_popitem_hook(PyObject* self, PyObject* unused) {
+  if (__builtin_expect(self != sys_modules(), 1))
+    return reinterpret_cast<NoArgsMethod>(g_observers.orig_method[kPopitem])(self, unused);
+  return popitem_observed(self, unused);
+}
 
-PyObject* dict_clear_hook(PyObject* self, PyObject* unused) {
+[[gnu::noinline]] PyObject* clear_observed(PyObject* self, PyObject* unused) {
   auto orig = reinterpret_cast<NoArgsMethod>(g_observers.orig_method[kClear]);
-  if (self != sys_modules()) return orig(self, unused);
   return observe_method(self, nullptr, true, [&] { return orig(self, unused); });
 }
-
-PyObject* dict_update_hook(PyObject* self, PyObject* args, PyObject* kwargs) {
-  auto orig = reinterpret_cast<KeywordsMethod>(g_observers.orig_method[kUpdate]);
-  if (self != sys_modules()) return orig(self, args, kwargs);
-  return observe_method(self, nullptr, true, [&] { return orig(self, args, kwargs); });
+PyObject* dict_clear_hook(PyObject* self, PyObject* unused) {
+  if (__builtin_expect(self != sys_modules(), 1))
+    return reinterpret_cast<NoArgsMethod>(g_observers.orig_method[kClear])(self, unused);
+  return clear_observed(self, unused);
 }
 
-PyObject* dict_inplace_or_hook(PyObject* self, PyObject* other) {
+[[gnu::noinline]] PyObject* update_observed(PyObject* self, PyObject* args, PyObject* kwargs) {
+  auto orig = reinterpret_cast<KeywordsMethod>(g_observers.orig_method[kUpdate]);
+  return observe_method(self, nullptr, true, [&] { return orig(self, args, kwargs); });
+}
+PyObject* dict_update_hook(PyObject* self, PyObject* args, PyObject* kwargs) {
+  if (__builtin_expect(self != sys_modules(), 1))
+    return reinterpret_cast<KeywordsMethod>(g_observers.orig_method[kUpdate])(self, args, kwargs);
+  return update_observed(self, args, kwargs);
+}
+
+[[gnu::noinline]] PyObject* inplace_or_observed(PyObject* self, PyObject* other) {
   BinaryFunc orig = g_observers.orig_inplace_or;
-  if (self != sys_modules()) return orig(self, other);
   return observe_method(self, nullptr, true, [&] { return orig(self, other); });
+}
+PyObject* dict_inplace_or_hook(PyObject* self, PyObject* other) {
+  if (__builtin_expect(self != sys_modules(), 1)) return g_observers.orig_inplace_or(self, other);
+  return inplace_or_observed(self, other);
 }
 
 void observe_dict_methods() {
