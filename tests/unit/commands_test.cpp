@@ -270,6 +270,29 @@ TEST(Why, RemovalSeenAtBoundarySaysSo) {
       << text.str();
 }
 
+// show's anomaly for a replacement seen only at the next import says so.
+TEST(Show, ReplacementSeenAtBoundarySaysSo) {
+  TraceBuilder b;
+  ChangeSpec set;
+  set.key = "json";
+  set.old_object = Obj::module(0x1, "json");
+  set.new_object = Obj::module(0x2, "json");
+  set.precision = F::ModulesChange::AT_BOUNDARY;
+  set.stack = {Loc{"/work/story.py", 5, "<module>"}};
+  b.add_modules_change(set);
+  ChangeSpec exact = set;
+  exact.key = "csv";
+  exact.precision = F::ModulesChange::EXACT;
+  b.add_modules_change(exact);
+  model::Process p;
+  std::string why;
+  ASSERT_TRUE(reader::parse_trace(b.data(), b.size(), p, why)) << why;
+  std::vector<Anomaly> a = find_anomalies(p);
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_NE(a[0].text.find("-> module 'json' (obj:2), seen at the next import"), std::string::npos) << a[0].text;
+  EXPECT_EQ(a[1].text.find("seen at the next import"), std::string::npos) << a[1].text;
+}
+
 TEST(Show, MentionsFailuresAndAnomalies) {
   std::ostringstream out;
   show_text(scenario_processes(), out);
