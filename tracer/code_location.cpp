@@ -29,6 +29,10 @@ struct CodeInfo {
   PyObject* code = nullptr;
   uint32_t file = 0, func = 0, generation = 0;
   bool importlib = false;
+  // A __getattr__ (the last part of its qualified name, so lazy_loader's
+  // `attach.<locals>.__getattr__` counts; a class's __getattr__ does too, as it must on
+  // 3.8-3.10, whose code objects have no qualified name).
+  bool getattr_hook = false;
   LineCursor lines;  // usable only in a cached entry (which keeps the code alive)
 };
 constexpr size_t kCodeCache = 128;
@@ -45,6 +49,12 @@ CodeInfo describe_code(PyObject* code) {
   Py_ssize_t fl = 0;
   const char* file = str_utf8(fn.get(), &fl);
   ci.importlib = file && is_importlib_file(file);
+  Py_ssize_t nl = 0;
+  const char* name = str_utf8(nm.get(), &nl);
+  constexpr char kGetattr[] = "__getattr__";
+  constexpr Py_ssize_t kGetattrLen = sizeof kGetattr - 1;
+  ci.getattr_hook = name && nl >= kGetattrLen && memcmp(name + nl - kGetattrLen, kGetattr, kGetattrLen) == 0 &&
+                    (nl == kGetattrLen || name[nl - kGetattrLen - 1] == '.');
   ci.file = intern_obj(fn.get());
   ci.func = intern_obj(nm.get());
   return ci;
@@ -99,6 +109,53 @@ int capture_stack(CodeLocation* out, int max, bool skip_importlib, PyObject* sta
     frame.reset(frame_back(frame.get()));
   }
   return n;
+}
+
+bool capture_importer(CodeLocation* importer, CodeLocation* trigger, PyObject* fromlist_frame) {
+  PyObject* f = py.PyEval_GetFrame();  // borrowed
+  if (!f) return false;
+  py.Py_IncRef(f);
+  Ref frame(f);
+  CodeLocation* want = importer;
+  for (int guard = 0; frame && guard < 256; ++guard) {
+    if (frame.get() == fromlist_frame && want == importer) {
+      // The `from ... import` whose fromlist importlib is serving: its own frame is the
+      // importer, wherever the walk stands (nothing in between was outside importlib).
+      return capture_stack(importer, 1, false, fromlist_frame) == 1;
+    }
+    Ref code(frame_code(frame.get()));
+    if (code) {
+      CodeInfo scratch;
+      CodeInfo& ci = code_info(code.get(), scratch);
+      if (!ci.importlib) {
+        want->file = ci.file;
+        want->function = ci.func;
+        int line = frame_line(frame.get(), ci.lines.table ? &ci.lines : nullptr);
+        want->line = line > 0 ? static_cast<uint32_t>(line) : 0;
+        if (want == trigger) return true;
+        if (!ci.getattr_hook) {
+          // Code reached from a `from ... import` other than through importlib (a lazy
+          // attribute's descriptor, as six.moves has): that line triggered it.
+          if (fromlist_frame) capture_stack(trigger, 1, false, fromlist_frame);
+          return true;
+        }
+        want = trigger;  // a package's __getattr__: go on to what asked it
+      }
+    } else {
+      py.PyErr_Clear();
+    }
+    frame.reset(frame_back(frame.get()));
+  }
+  return want != importer;
+}
+
+bool caller_is_importlib() {
+  PyObject* f = py.PyEval_GetFrame();  // borrowed
+  if (!f) return false;
+  Ref code(frame_code(f));
+  if (!code) { py.PyErr_Clear(); return false; }
+  CodeInfo scratch;
+  return code_info(code.get(), scratch).importlib;
 }
 
 CodeLocation function_location(PyObject* fn) {

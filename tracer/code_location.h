@@ -15,6 +15,20 @@ constexpr int kStackDepth = 8;
 // over so the first entry is the code that asked for the import. Returns the count.
 int capture_stack(CodeLocation* out, int max, bool skip_importlib, PyObject* start = nullptr);
 
+// Who is beginning an import now: `importer`, the first frame outside importlib (where
+// the walk reaches `fromlist_frame`, the frame whose `from ... import` importlib's
+// _handle_fromlist is serving, that frame: it is what the walk would find). When that
+// importer is a `__getattr__` (PEP 562, as in concurrent.futures' lazy ThreadPoolExecutor,
+// numpy's and lazy_loader's lazy submodules), `trigger` gets the first frame outside
+// importlib beyond it: the attribute access that made the import (a `from pkg import
+// name` reaches __getattr__ through _handle_fromlist's hasattr). Other code between a
+// `from ... import` and the import (six.moves' lazy descriptors) gets `fromlist_frame` as
+// its trigger. False when there is no importer.
+bool capture_importer(CodeLocation* importer, CodeLocation* trigger, PyObject* fromlist_frame);
+
+// Whether the innermost Python frame is importlib's own (its code cached, no line read).
+bool caller_is_importlib();
+
 // Where a function is defined: its code's file and first line.
 CodeLocation function_location(PyObject* fn);
 

@@ -86,6 +86,7 @@ bool resolve_cpython_api() {
   ok &= need(py.PyDict_New, "PyDict_New");
   ok &= need(py.PyDict_Next, "PyDict_Next");
   ok &= need(py.PyDict_Size, "PyDict_Size");
+  ok &= need(py.PyDict_Copy, "PyDict_Copy");
   ok &= need(py.PyList_Size, "PyList_Size");
   ok &= need(py.PyList_GetItem, "PyList_GetItem");
   ok &= need(py.PySys_GetObject, "PySys_GetObject");
@@ -214,6 +215,38 @@ ObjObjArgProc patch_dict_ass_subscript(ObjObjArgProc hook) {
   void** slot = static_cast<void**>(*as_mapping) + layout::kMpAssSubscript;
   auto orig = reinterpret_cast<ObjObjArgProc>(*slot);
   if (!orig || !store_slot(slot, reinterpret_cast<void*>(hook))) return nullptr;
+  return orig;
+}
+
+void* patch_dict_method(const char* name, int flags, void* hook) {
+  if (py.minor > 11 || py.ob_type_offset < 0) return nullptr;
+  auto* dict_type = static_cast<PyObject*>(dlsym(RTLD_DEFAULT, "PyDict_Type"));
+  auto* descr_type = static_cast<PyObject*>(dlsym(RTLD_DEFAULT, "PyMethodDescr_Type"));
+  if (!dict_type || !descr_type) return nullptr;
+  // A type attribute that is a method descriptor comes back as itself; dict's type dict
+  // keeps it alive after the reference is dropped.
+  Ref descr(py.PyObject_GetAttrString(dict_type, name));
+  if (!descr) { py.PyErr_Clear(); return nullptr; }
+  if (type_of(descr.get()) != descr_type) return nullptr;
+  const char* d = reinterpret_cast<const char*>(descr.get()) + py.ob_type_offset;
+  PyMethodDef* def = *reinterpret_cast<PyMethodDef* const*>(d + layout::kMethodDescrMethod);
+  if (!def || !def->ml_name || strcmp(def->ml_name, name) != 0 || def->ml_flags != flags || !def->ml_meth)
+    return nullptr;
+  void* orig = def->ml_meth;
+  if (!store_slot(&def->ml_meth, hook)) return nullptr;
+  return orig;
+}
+
+BinaryFunc patch_dict_inplace_or(BinaryFunc hook) {
+  if (py.minor < 9 || py.minor > 11) return nullptr;
+  void** as_number = type_word("PyDict_Type", "dict", layout::kTpAsNumber);
+  if (!as_number || !*as_number) return nullptr;
+  void** slots = static_cast<void**>(*as_number);
+  // dict defines nb_or and nb_inplace_or and no arithmetic: a table that does not read so
+  // is not the one expected.
+  if (slots[layout::kNbAdd] || !slots[layout::kNbOr] || !slots[layout::kNbInplaceOr]) return nullptr;
+  auto orig = reinterpret_cast<BinaryFunc>(slots[layout::kNbInplaceOr]);
+  if (!store_slot(&slots[layout::kNbInplaceOr], reinterpret_cast<void*>(hook))) return nullptr;
   return orig;
 }
 

@@ -32,6 +32,7 @@ constexpr int METH_VARARGS = 0x0001;
 constexpr int METH_KEYWORDS = 0x0002;
 constexpr int METH_FASTCALL = 0x0080;  // with METH_KEYWORDS: (self, args, nargs, kwnames)
 constexpr int METH_O = 0x0008;
+constexpr int METH_NOARGS = 0x0004;
 
 struct PyMemAllocatorEx {
   void* ctx;
@@ -112,6 +113,7 @@ struct CPythonApi {
   PyObject* (*PyDict_New)() = nullptr;
   int (*PyDict_Next)(PyObject*, Py_ssize_t*, PyObject**, PyObject**) = nullptr;
   Py_ssize_t (*PyDict_Size)(PyObject*) = nullptr;
+  PyObject* (*PyDict_Copy)(PyObject*) = nullptr;
   Py_ssize_t (*PyList_Size)(PyObject*) = nullptr;
   PyObject* (*PyList_GetItem)(PyObject*, Py_ssize_t) = nullptr;
   PyObject* (*PySys_GetObject)(const char*) = nullptr;
@@ -179,11 +181,17 @@ constexpr size_t kTpAsMapping = 14;
 constexpr size_t kTpGetset = 31;
 constexpr size_t kMpAssSubscript = 2;  // PyMappingMethods: mp_length, mp_subscript, mp_ass_subscript
 constexpr size_t kGetsetName = 0, kGetsetGet = 1, kGetsetSet = 2;  // PyGetSetDef words
+constexpr size_t kTpAsNumber = 12;
+constexpr size_t kNbAdd = 0, kNbOr = 15, kNbInplaceOr = 28;  // PyNumberMethods words
+// PyMethodDescrObject: PyDescr_COMMON (the header, d_type, d_name, d_qualname), then
+// d_method, from ob_type (3.8-3.13).
+constexpr int kMethodDescrMethod = 32;
 }  // namespace layout
 
 // Type flag bits (stable since 3.0).
 constexpr unsigned long TPFLAGS_LONG_SUBCLASS = 1UL << 24;
 constexpr unsigned long TPFLAGS_LIST_SUBCLASS = 1UL << 25;
+constexpr unsigned long TPFLAGS_TUPLE_SUBCLASS = 1UL << 26;
 constexpr unsigned long TPFLAGS_UNICODE_SUBCLASS = 1UL << 28;
 constexpr unsigned long TPFLAGS_DICT_SUBCLASS = 1UL << 29;
 constexpr unsigned long TPFLAGS_BASE_EXC_SUBCLASS = 1UL << 30;
@@ -274,6 +282,21 @@ struct Ref {
 // the one expected (then the tracer falls back to comparing at import boundaries).
 typedef int (*ObjObjArgProc)(PyObject*, PyObject*, PyObject*);
 ObjObjArgProc patch_dict_ass_subscript(ObjObjArgProc hook);
+
+// dict's methods that change a dict in place (pop, popitem, clear, update, setdefault)
+// bypass mp_ass_subscript. Each is a method descriptor in dict's type dict pointing at a
+// static PyMethodDef; every call through the descriptor (plain, vectorcall, or 3.11's
+// specialised CALL) reads that entry's ml_meth when it runs. This swaps the ml_meth of
+// dict's method `name` for `hook` when the entry's ml_flags are `flags` (the calling
+// convention `hook` has), and returns the original, or null when the descriptor or the
+// entry is not the one expected. The descriptor objects and their signatures stay as they
+// are: nothing Python can see changes.
+void* patch_dict_method(const char* name, int flags, void* hook);
+
+// dict's nb_inplace_or (3.9+: `d |= other`), swapped for `hook`; returns the original or
+// null (3.8, or the layout is not the one expected).
+typedef PyObject* (*BinaryFunc)(PyObject*, PyObject*);
+BinaryFunc patch_dict_inplace_or(BinaryFunc hook);
 
 // The runtime's list of C audit hooks (PySys_AddAuditHook) starts at a pointer inside
 // _PyRuntime (3.8-3.12 audit_hook_head, 3.13 audit_hooks.head). Once any hook is in that

@@ -180,7 +180,7 @@ void record_import_end(ThreadState& t, const InFlight& self, PyObject* name, PyO
   bool same_epoch = self.name_epoch == TraceWriter::strings_epoch();
   if (same_epoch) inflight_add(self.name_id, -1);
   // Ids taken at the start are another file's strings after a reset: not written.
-  if (!same_epoch) rec.importer = CodeLocation();
+  if (!same_epoch) rec.importer = rec.trigger = CodeLocation();
   rec.name = same_epoch ? self.name_id : intern_obj(name);
   rec.test = current_test();
   rec.ok = res != nullptr;
@@ -257,7 +257,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
     WriterLock lock;
     begin_name_id = intern_obj(name);
     begin_epoch = TraceWriter::strings_epoch();
-    capture_stack(&rec.importer, 1, true, t.fromlist_frame && t.fromlist_depth == t.depth ? t.fromlist_frame : nullptr);
+    capture_importer(&rec.importer, &rec.trigger, t.fromlist_frame && t.fromlist_depth == t.depth ? t.fromlist_frame : nullptr);
     if (shadowing) shadow_at_import_start(t, name, begin_name_id, t.depth == 0);
     inflight_add(begin_name_id, +1, name);
     record_sys_path_if_changed();

@@ -18,9 +18,15 @@ namespace {
 
 using namespace fields;
 
+// dict's methods observed on sys.modules (3.8-3.11), with the calling convention each has
+// there (the same in every one of those versions).
+enum DictMethod { kPop, kPopitem, kClear, kUpdate, kSetdefault, kDictMethods };
+
 struct ModulesObservers {
   ObjObjArgProc orig_ass_subscript;  // dict's store slot (3.8-3.11)
   SetterFn orig_class_setter;        // object's __class__ setter
+  void* orig_method[kDictMethods];   // dict's methods' C functions (3.8-3.11)
+  BinaryFunc orig_inplace_or;        // dict's `|=` (3.9-3.11)
 };
 ModulesObservers g_observers;
 
@@ -33,6 +39,28 @@ void record_exact_change(uint32_t key, uint32_t op, const ObjectDescription* old
 }
 
 // ---- sys.modules[k] = v / del sys.modules[k] (3.8-3.11) --------------------------------
+// One key of sys.modules changed from `old` to `value` (null: absent) by the code on the
+// stack now, which is the caller's (dict's store slot and methods are C and make no frame).
+// Writer lock held, inside the tracer, `old` still referenced. `cur`: the import in
+// progress on this thread, if it belongs to this file.
+void record_store(InFlight* cur, PyObject* key, PyObject* old, PyObject* value) {
+  CodeLocation stack[kStackDepth];
+  int ns = capture_stack(stack, kStackDepth, false);
+  ObjectDescription oi = describe(old), ni = describe(value);
+  bool by_import = ns > 0 && stack[0].importlib;
+  emit_modules_change(intern_obj(key), value ? ModulesChange::SET : ModulesChange::DELETE, old ? &oi : nullptr,
+                      value ? &ni : nullptr, ModulesChange::EXACT, by_import, stack, ns);
+  shadow_adopt(key, value, true);
+  if (value) instrument_if_proxy(value, ni);
+  if (!value && cur && old == cur->inserted) {
+    // The import's own insertion, deleted where it was seen: recorded here, so the
+    // boundary must not report it again. `old` still holds a reference.
+    if (cur->name_epoch == TraceWriter::strings_epoch()) inflight_note_inserted(cur->name_id, nullptr);
+    py.Py_DecRef(cur->inserted);
+    cur->inserted = nullptr;
+  }
+}
+
 int dict_ass_subscript_hook(PyObject* mp, PyObject* key, PyObject* value) {
   ObjObjArgProc orig = g_observers.orig_ass_subscript;
   if (mp != sys_modules() || !g_settings.enabled || finalizing()) return orig(mp, key, value);
@@ -68,22 +96,7 @@ int dict_ass_subscript_hook(PyObject* mp, PyObject* key, PyObject* value) {
       if (value && !old && key_is_import) {
         shadow_adopt(key, value, false);  // the import system inserting the module it loads
       } else {
-        CodeLocation stack[kStackDepth];
-        int ns = capture_stack(stack, kStackDepth, false);
-        ObjectDescription oi = describe(old), ni = describe(value);
-        bool by_import = ns > 0 && stack[0].importlib;
-        emit_modules_change(intern_obj(key), value ? ModulesChange::SET : ModulesChange::DELETE,
-                            old ? &oi : nullptr, value ? &ni : nullptr, ModulesChange::EXACT,
-                            by_import, stack, ns);
-        shadow_adopt(key, value, true);
-        if (value) instrument_if_proxy(value, ni);
-        if (!value && cur && old == cur->inserted) {
-          // The import's own insertion, deleted where it was seen: recorded here, so the
-          // boundary must not report it again. `old` still holds a reference.
-          if (cur->name_epoch == TraceWriter::strings_epoch()) inflight_note_inserted(cur->name_id, nullptr);
-          py.Py_DecRef(cur->inserted);
-          cur->inserted = nullptr;
-        }
+        record_store(cur, key, old, value);
         TraceWriter::flush();
       }
     }
@@ -92,6 +105,161 @@ int dict_ass_subscript_hook(PyObject* mp, PyObject* key, PyObject* value) {
   }
   if (old) py.Py_DecRef(old);
   return rc;
+}
+
+// ---- sys.modules.pop(k), popitem(), clear(), update(...), setdefault(k), |= (3.8-3.11) ---
+// dict's C functions, swapped in its method table (cpython_api.h, patch_dict_method). Any
+// other dict pays one pointer compare before its own function runs.
+
+// What a method call on sys.modules changed, compared after it ran: the value under `key`
+// (pop, setdefault), the (key, value) pair it returns (popitem: `popped`), or everything
+// (`before`: a copy of sys.modules taken before the call; clear, update, |=).
+void record_method_changes(ThreadState& t, PyObject* modules, PyObject* key, PyObject* old, PyObject* before,
+                           PyObject* popped) {
+  InFlight* cur = t.depth > 0 && t.depth <= kMaxDepth && t.stack[t.depth - 1].generation == TraceWriter::generation()
+                      ? &t.stack[t.depth - 1]
+                      : nullptr;
+  if (key) {
+    PyObject* now = py.PyDict_GetItem(modules, key);
+    if (now != old) record_store(cur, key, old, now);
+  } else if (popped) {
+    if ((py.PyType_GetFlags(type_of(popped)) & TPFLAGS_TUPLE_SUBCLASS) && py.PyTuple_Size(popped) == 2) {
+      PyObject* k = py.PyTuple_GetItem(popped, 0);
+      if (!py.PyDict_GetItem(modules, k)) record_store(cur, k, py.PyTuple_GetItem(popped, 1), nullptr);
+    }
+  } else if (before) {
+    // Both sides as copies: recording (describing objects, instrumenting proxies) must not
+    // iterate the live dict.
+    Ref after(py.PyDict_Copy(modules));
+    if (!after) { py.PyErr_Clear(); return; }
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (py.PyDict_Next(before, &pos, &k, &v)) {
+      PyObject* now = py.PyDict_GetItem(after.get(), k);
+      if (now != v) record_store(cur, k, v, now);
+    }
+    pos = 0;
+    while (py.PyDict_Next(after.get(), &pos, &k, &v))
+      if (!py.PyDict_GetItem(before, k)) record_store(cur, k, nullptr, v);
+  }
+}
+
+// Runs `call` (CPython's own method on sys.modules) and records what it changed. `key`:
+// the one key the method can change, if it has one. `whole`: compare all of sys.modules
+// (else, without a key, the method is popitem and its result says what it removed).
+template <typename Call>
+PyObject* observe_method(PyObject* modules, PyObject* key, bool whole, Call call) {
+  ThreadState& t = ts();
+  if (!g_settings.enabled || t.inside_tracer || finalizing() || !TraceWriter::usable()) return call();
+  InterpreterScope scope;
+  if (key) {
+    // The import system's own pop-and-reinsert of the module it loads (3.8-3.11
+    // _load_unlocked): the re-insert is told apart at the store slot, as before.
+    const InFlight* in = innermost(t);
+    if (in && same_text(key, in->name) && caller_is_importlib()) return call();
+  }
+  ++t.inside_tracer;
+  PyObject* old = key ? py.PyDict_GetItem(modules, key) : nullptr;
+  if (old) py.Py_IncRef(old);
+  PyObject* before = whole ? py.PyDict_Copy(modules) : nullptr;
+  if (whole && !before) py.PyErr_Clear();
+  --t.inside_tracer;
+  // The call may run the program's code (update's argument, a key's __eq__): not inside
+  // the tracer, and the changes are compared even when it fails part way.
+  PyObject* res = call();
+  ++t.inside_tracer;
+  PyObject *et, *ev, *tb;
+  py.PyErr_Fetch(&et, &ev, &tb);
+  {
+    WriterLock lock;
+    record_method_changes(t, modules, key, old, before, key || whole ? nullptr : res);
+    TraceWriter::flush();
+  }
+  py.PyErr_Restore(et, ev, tb);
+  --t.inside_tracer;
+  if (old) py.Py_DecRef(old);
+  if (before) py.Py_DecRef(before);
+  return res;
+}
+
+typedef PyObject* (*FastMethod)(PyObject*, PyObject* const*, Py_ssize_t);
+typedef PyObject* (*NoArgsMethod)(PyObject*, PyObject*);
+typedef PyObject* (*KeywordsMethod)(PyObject*, PyObject*, PyObject*);
+
+// Each hook is a compare and a tail call to CPython's function for any other dict; the
+// observing path is out of line so that the hook needs no stack frame of its own.
+[[gnu::noinline]] PyObject* pop_observed(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  auto orig = reinterpret_cast<FastMethod>(g_observers.orig_method[kPop]);
+  return observe_method(self, args[0], false, [&] { return orig(self, args, nargs); });
+}
+PyObject* dict_pop_hook(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  if (__builtin_expect(self != sys_modules() || nargs < 1, 1))
+    return reinterpret_cast<FastMethod>(g_observers.orig_method[kPop])(self, args, nargs);
+  return pop_observed(self, args, nargs);
+}
+
+[[gnu::noinline]] PyObject* setdefault_observed(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  auto orig = reinterpret_cast<FastMethod>(g_observers.orig_method[kSetdefault]);
+  return observe_method(self, args[0], false, [&] { return orig(self, args, nargs); });
+}
+PyObject* dict_setdefault_hook(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  if (__builtin_expect(self != sys_modules() || nargs < 1, 1))
+    return reinterpret_cast<FastMethod>(g_observers.orig_method[kSetdefault])(self, args, nargs);
+  return setdefault_observed(self, args, nargs);
+}
+
+[[gnu::noinline]] PyObject* popitem_observed(PyObject* self, PyObject* unused) {
+  auto orig = reinterpret_cast<NoArgsMethod>(g_observers.orig_method[kPopitem]);
+  return observe_method(self, nullptr, false, [&] { return orig(self, unused); });
+}
+PyObject* dict_popitem_hook(PyObject* self, PyObject* unused) {
+  if (__builtin_expect(self != sys_modules(), 1))
+    return reinterpret_cast<NoArgsMethod>(g_observers.orig_method[kPopitem])(self, unused);
+  return popitem_observed(self, unused);
+}
+
+[[gnu::noinline]] PyObject* clear_observed(PyObject* self, PyObject* unused) {
+  auto orig = reinterpret_cast<NoArgsMethod>(g_observers.orig_method[kClear]);
+  return observe_method(self, nullptr, true, [&] { return orig(self, unused); });
+}
+PyObject* dict_clear_hook(PyObject* self, PyObject* unused) {
+  if (__builtin_expect(self != sys_modules(), 1))
+    return reinterpret_cast<NoArgsMethod>(g_observers.orig_method[kClear])(self, unused);
+  return clear_observed(self, unused);
+}
+
+[[gnu::noinline]] PyObject* update_observed(PyObject* self, PyObject* args, PyObject* kwargs) {
+  auto orig = reinterpret_cast<KeywordsMethod>(g_observers.orig_method[kUpdate]);
+  return observe_method(self, nullptr, true, [&] { return orig(self, args, kwargs); });
+}
+PyObject* dict_update_hook(PyObject* self, PyObject* args, PyObject* kwargs) {
+  if (__builtin_expect(self != sys_modules(), 1))
+    return reinterpret_cast<KeywordsMethod>(g_observers.orig_method[kUpdate])(self, args, kwargs);
+  return update_observed(self, args, kwargs);
+}
+
+[[gnu::noinline]] PyObject* inplace_or_observed(PyObject* self, PyObject* other) {
+  BinaryFunc orig = g_observers.orig_inplace_or;
+  return observe_method(self, nullptr, true, [&] { return orig(self, other); });
+}
+PyObject* dict_inplace_or_hook(PyObject* self, PyObject* other) {
+  if (__builtin_expect(self != sys_modules(), 1)) return g_observers.orig_inplace_or(self, other);
+  return inplace_or_observed(self, other);
+}
+
+void observe_dict_methods() {
+  struct Entry { DictMethod which; const char* name; int flags; void* hook; };
+  const Entry entries[] = {
+      {kPop, "pop", METH_FASTCALL, reinterpret_cast<void*>(dict_pop_hook)},
+      {kPopitem, "popitem", METH_NOARGS, reinterpret_cast<void*>(dict_popitem_hook)},
+      {kClear, "clear", METH_NOARGS, reinterpret_cast<void*>(dict_clear_hook)},
+      {kUpdate, "update", METH_VARARGS | METH_KEYWORDS, reinterpret_cast<void*>(dict_update_hook)},
+      {kSetdefault, "setdefault", METH_FASTCALL, reinterpret_cast<void*>(dict_setdefault_hook)},
+  };
+  // With the GIL held no call can reach a hook before its original is stored.
+  for (const Entry& e : entries)
+    if (!g_observers.orig_method[e.which]) g_observers.orig_method[e.which] = patch_dict_method(e.name, e.flags, e.hook);
+  if (!g_observers.orig_inplace_or) g_observers.orig_inplace_or = patch_dict_inplace_or(dict_inplace_or_hook);
 }
 
 // ---- dict watcher (3.12+) -------------------------------------------------------------
@@ -149,7 +317,7 @@ int modules_watcher(int event, PyObject* dict, PyObject* key, PyObject* new_valu
                             ModulesChange::EXACT, true, nullptr, 0);
         drop_pending_pop(t);
       }
-      PyObject* old = key ? py.PyDict_GetItem(dict, key) : nullptr;
+      PyObject* old = key && event != DICT_CLONED ? py.PyDict_GetItem(dict, key) : nullptr;
       if (event == DICT_ADDED && key_is_import) {
         // The import system's own insertion of the module it is loading: the Import
         // record says it; only later replacements are news.
@@ -174,7 +342,26 @@ int modules_watcher(int event, PyObject* dict, PyObject* key, PyObject* new_valu
         bool by_import = ns > 0 && stack[0].importlib;
         emit_modules_change(intern_obj(key), ModulesChange::DELETE, old ? &oi : nullptr, nullptr,
                             ModulesChange::EXACT, by_import, stack, ns);
-      } else if (event == DICT_CLEARED || event == DICT_DEALLOCATED) {
+      } else if (event == DICT_CLONED && key) {
+        // `sys.modules.update(d)` (or `|=`) on an emptied sys.modules: CPython copies d's
+        // table whole and says so once, with d as `key`. Each of d's keys arrives.
+        CodeLocation stack[kStackDepth];
+        int ns = capture_stack(stack, kStackDepth, false);
+        bool by_import = ns > 0 && stack[0].importlib;
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        while (py.PyDict_Next(key, &pos, &k, &v)) {
+          ObjectDescription ni = describe(v);
+          emit_modules_change(intern_obj(k), ModulesChange::SET, nullptr, &ni, ModulesChange::EXACT, by_import,
+                              stack, ns);
+          instrument_if_proxy(v, ni);
+        }
+      } else if (event == DICT_CLEARED) {
+        CodeLocation stack[kStackDepth];
+        int ns = capture_stack(stack, kStackDepth, false);
+        emit_modules_change(TraceWriter::intern("*"), ModulesChange::CLEAR, nullptr, nullptr,
+                            ModulesChange::EXACT, ns > 0 && stack[0].importlib, stack, ns);
+      } else if (event == DICT_DEALLOCATED) {
         emit_modules_change(TraceWriter::intern("*"), ModulesChange::CLEAR, nullptr, nullptr,
                             ModulesChange::EXACT, false, nullptr, 0);
       }
@@ -237,8 +424,9 @@ void observe_sys_modules(PyObject* modules) {
   if (py.has_dict_watchers()) {
     int id = py.PyDict_AddWatcher(modules_watcher);
     if (id < 0 || py.PyDict_Watch(id, modules) < 0) py.PyErr_Clear();
-  } else if (!g_observers.orig_ass_subscript) {
-    g_observers.orig_ass_subscript = patch_dict_ass_subscript(dict_ass_subscript_hook);
+  } else {
+    if (!g_observers.orig_ass_subscript) g_observers.orig_ass_subscript = patch_dict_ass_subscript(dict_ass_subscript_hook);
+    observe_dict_methods();
   }
 }
 

@@ -1,7 +1,9 @@
-// Observing sys.modules where it changes: the dict watcher (3.12+), dict's store slot
-// (3.8-3.11, `sys.modules[k] = v` and `del sys.modules[k]`), and object's __class__ setter
-// (a module under its own name changing class). What these miss on 3.8-3.11 the shadow
-// finds at the next import boundary (modules_shadow.h).
+// Observing sys.modules where it changes: the dict watcher (3.12+), dict's store slot and
+// in-place methods (3.8-3.11: `sys.modules[k] = v`, `del sys.modules[k]`, pop, popitem,
+// clear, update, setdefault, `|=`), and object's __class__ setter (a module under its own
+// name changing class). What these miss on 3.8-3.11 (3.11's specialised STORE_SUBSCR,
+// C code writing the dict directly) the shadow finds at the next import boundary
+// (modules_shadow.h).
 #pragma once
 
 #include <stdint.h>

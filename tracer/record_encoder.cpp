@@ -79,6 +79,7 @@ void encode_import(const ImportRecord& c) {
     put_object(b, Import::object, slim);
   }
   put_location(b, Import::importer, c.importer);
+  put_location(b, Import::trigger, c.trigger);
   wire::put_uint(b, Import::test, c.test);
   wire::put_uint(b, Import::interpreter, c.interpreter);
   for (int i = 0; i < c.native_depth; ++i) {

@@ -107,6 +107,7 @@ struct ImportRecord {
   bool spec_read = false;
   SpecFacts spec;
   CodeLocation importer;
+  CodeLocation trigger;  // importer a module-level __getattr__: the frame beyond it
   uint32_t test = 0;
   uint64_t interpreter = 0;  // a sub-interpreter's id, 0: the main interpreter
   const NativeFrameValue* native_stack = nullptr;

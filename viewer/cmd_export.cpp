@@ -55,6 +55,8 @@ void write_import(JsonWriter& w, const Relativizer& rel, const model::Import& im
   w.field_or_null("loader", im.loader);
   w.key("importer");
   write_location_json(w, rel(im.importer));
+  w.key("trigger");
+  write_location_json(w, rel(im.trigger));
   w.field("index", im.index);
   w.field("spec_name", im.spec_name);
   w.field_or_null("file", im.file);

@@ -44,7 +44,9 @@ std::vector<Anomaly> find_anomalies(const model::Process& p) {
       continue;
     out.push_back({"sys_modules_replaced", c.key,
                    "sys.modules['" + c.key + "'] replaced by non-import code: " +
-                       describe_object(c.old_object) + " -> " + describe_object(c.new_object),
+                       describe_object(c.old_object) + " -> " + describe_object(c.new_object) +
+                       // Its place is then where that import ran, not where the write was.
+                       (c.precision == model::Precision::AtBoundary ? ", seen at the next import" : ""),
                    c.stack.empty() ? model::Location() : rel(c.stack[0]), c.test});
   }
   // The key each proxy sat under, so a failed access through it leads to that key's story.

@@ -49,9 +49,13 @@ void add_entries(const Process& p, const model::KeyHistory& h, const std::vector
         e.loader = ke.import->loader;
       }
       if (e.set_by.empty()) e.set_by = model::relative_location(ke.import->importer, roots);
+      if (!ke.change && !ke.before_trace) e.triggered_at = model::relative_location(ke.import->trigger, roots);
     }
     e.removed = ke.removed;
-    if (ke.removal) e.removed_at = first_frame(ke.removal->stack, roots);
+    if (ke.removal) {
+      e.removed_at = first_frame(ke.removal->stack, roots);
+      e.removal_precise = ke.removal->precision == model::Precision::Exact;
+    }
     // Not removed and not the last: the next entry replaced it.
     if (!ke.removed && i + 1 < h.entries.size()) {
       e.replaced_by = *h.entries[i + 1].object;
@@ -69,6 +73,7 @@ void build_process(const Process& p, const std::string& module, WhyReport& r) {
     wi.process = p.pid;
     wi.import = im;
     wi.importer = model::relative_location(im.importer, roots);
+    wi.trigger = model::relative_location(im.trigger, roots);
     r.imports.push_back(std::move(wi));
   }
   const size_t first_entry = r.entries.size();
@@ -131,6 +136,8 @@ void why_json(const WhyReport& r, std::ostream& out, bool pretty) {
     w.field("via", e.via_import ? "import" : "assignment");
     w.key("set_by");
     write_location_json(w, e.set_by);
+    w.key("triggered_at");
+    write_location_json(w, e.triggered_at);
     w.field_or_null("replaced_by", optional_token(e.replaced_by));
     w.field("process", e.process);
     w.field("is_proxy", e.object.is_proxy());
@@ -143,7 +150,9 @@ void why_json(const WhyReport& r, std::ostream& out, bool pretty) {
     w.field_or_null("loader", e.loader);
     w.field("time_ns", e.time_ns);
     w.field_or_null("test", e.test);
-    w.field("precision", e.precise ? "exact" : "at_boundary");
+    // "at_boundary" when any of what the entry tells (its arrival, its removal) was seen
+    // only at the next import boundary, so its location is where that import ran.
+    w.field("precision", e.precise && e.removal_precise ? "exact" : "at_boundary");
   });
 
   w.object_array("children", r.children, [&](const WhyChild& c) {
@@ -186,6 +195,8 @@ void why_json(const WhyReport& r, std::ostream& out, bool pretty) {
     w.field_or_null("origin", wi.import.origin);
     w.key("importer");
     write_location_json(w, wi.importer);
+    w.key("trigger");
+    write_location_json(w, wi.trigger);
     w.field("begin_ns", wi.import.begin_ns);
     w.field("end_ns", wi.import.end_ns);
     w.field_or_null("test", wi.import.test);
@@ -218,8 +229,9 @@ void why_text(const WhyReport& r, std::ostream& out) {
     out << "  " << ++n << ". " << describe_object(e.object) << "\n";
     if (!e.origin.empty()) out << "     from " << e.origin << "\n";
     out << "     put there by " << (e.via_import ? "the import system" : "an assignment");
+    if (!e.precise) out << ", seen at the next import,";
     if (!e.set_by.empty()) out << " at " << format_location(e.set_by);
-    if (!e.precise) out << " (seen at the next import boundary)";
+    if (!e.triggered_at.empty()) out << ", triggered at " << format_location(e.triggered_at);
     out << "\n";
     if (!e.test.empty()) out << "     during test " << e.test << "\n";
     if (e.replaced_by.present) {
@@ -228,6 +240,7 @@ void why_text(const WhyReport& r, std::ostream& out) {
       out << "\n";
     } else if (e.removed) {
       out << "     removed from sys.modules";
+      if (!e.removal_precise) out << ", seen at the next import,";
       if (!e.removed_at.empty()) out << " at " << format_location(e.removed_at);
       out << "\n";
     } else {
@@ -243,6 +256,7 @@ void why_text(const WhyReport& r, std::ostream& out) {
       if (wi.import.ok) continue;
       out << "  process " << wi.process << ": " << wi.import.error_text();
       if (!wi.importer.empty()) out << "\n     imported at " << format_location(wi.importer);
+      if (!wi.trigger.empty()) out << ", triggered at " << format_location(wi.trigger);
       out << "\n";
     }
   }

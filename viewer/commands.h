@@ -133,6 +133,8 @@ struct WhyEntry {  // one object that sat under sys.modules[M]
   std::string origin;                 // import origin or the object's __file__
   bool via_import = false;            // "import" vs "assignment"
   model::Location set_by;             // relativized
+  model::Location triggered_at;       // put there by an import whose importer is a
+                                      // package's __getattr__: what asked it (relativized)
   model::ObjectRef replaced_by;       // absent: not replaced (still there, or removed)
   model::Location replaced_at;        // where the replacement happened (relativized)
   bool removed = false;               // a DELETE/CLEAR ended its time under M
@@ -140,7 +142,8 @@ struct WhyEntry {  // one object that sat under sys.modules[M]
   uint64_t time_ns = 0;               // when it got there
   std::string test;
   std::string loader;
-  bool precise = true;                // false when seen only at an import boundary
+  bool precise = true;                // false when its arrival was seen only at an import boundary
+  bool removal_precise = true;        // false when its removal was seen only at an import boundary
 };
 struct WhyChild {
   int64_t process = 0;
@@ -155,6 +158,7 @@ struct WhyImport {                    // each import of M (failed ones included)
   int64_t process = 0;
   model::Import import;
   model::Location importer;           // relativized
+  model::Location trigger;            // relativized; see model::Import::trigger
 };
 struct WhyReport {
   std::string module;

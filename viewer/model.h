@@ -191,6 +191,9 @@ struct Import {
   std::vector<Str> search_locations;
   Str file;            // already defaulted: equals origin when the wire omitted it
   Location importer;           // first frame outside importlib
+  // The importer a module-level __getattr__ (PEP 562): the first frame outside importlib
+  // beyond it, whose attribute access made the import. Empty otherwise.
+  Location trigger;
   Str test;            // pytest node id, "" none
   std::vector<NativeFrame> native_stack;  // innermost first; empty unless enabled
   // "ExceptionType: message" or "" when ok.

@@ -362,6 +362,7 @@ class Decoder {
           file_set = true;
           return get_str_id(wt, rr, im.file);
         case F::Import::importer: return location(wt, rr, im.importer);
+        case F::Import::trigger: return location(wt, rr, im.trigger);
         case F::Import::test: return get_str_id(wt, rr, im.test);
         case F::Import::interpreter: return get_u32(wt, rr, im.interpreter);
         case F::Import::native_stack: return native_frame(wt, rr, im.native_stack);

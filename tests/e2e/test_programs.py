@@ -42,40 +42,34 @@ def test_self_replacement_recorded(py, tmp_path):
 @pytest.mark.parametrize("py", interpreters(), ids=ident)
 def test_replaced_through_dict_update_during_import(py, tmp_path):
     """selfupd_mod replaces itself with dict.update (no __setitem__) and then imports a
-    child: the module the import system put there, then the replacement."""
+    child: the module the import system put there, then the replacement, seen where it
+    happened on every version (3.8-3.11 observe dict's methods on sys.modules)."""
     files = traced_run(py, "self_replace", tmp_path)
     entries = why(files, "selfupd_mod")["entries"]
     assert entries[-1]["type"].endswith("_Replacement"), entries
-    minor = int(subprocess.check_output([py, "-c", "import sys; print(sys.version_info[1])"]))
-    if minor == 11:
-        # Documented gap (README, "3.8-3.11"): 3.11 specialises importlib's own
-        # `sys.modules[name] = module`, so the tracer never sees that store, and a
-        # replacement made without __setitem__ before the next boundary looks like the
-        # import's own insertion.
-        assert len(entries) == 1 and entries[0]["via"] == "import", entries
-        return
     assert len(entries) == 2, entries
     assert entries[0]["is_module"] and entries[0]["via"] == "import", entries
     assert entries[1]["via"] == "assignment" and not entries[1]["removed"], entries
-    assert entries[1]["precision"] == ("exact" if minor >= 12 else "at_boundary"), entries
+    assert entries[1]["precision"] == "exact", entries
+    assert entries[1]["set_by"]["file"] == "selfupd_mod.py", entries
 
 
 @pytest.mark.parametrize("py", interpreters(), ids=ident)
 def test_own_insertion_popped_during_import(py, tmp_path):
     """selfpop_mod takes itself out of sys.modules with dict.pop during its own import
-    (which then fails). 3.8-3.10 see the import system put it there (a noted reference)
-    and find it gone at the import's end."""
+    (which then fails). 3.8-3.11 see the pop (dict's pop observed on sys.modules, told
+    apart from importlib's own pop-and-reinsert by its caller)."""
     files = traced_run(py, "failed_no_entry", tmp_path)
     entries = why(files, "selfpop_mod")["entries"]
     minor = int(subprocess.check_output([py, "-c", "import sys; print(sys.version_info[1])"]))
-    if minor >= 11:
-        # 3.11 never sees importlib's store (specialised); 3.12+ takes the pop for the
-        # import system's own pop-and-reinsert, which never completes here. Both leave
-        # no entry: documented in the README, pinned here.
+    if minor >= 12:
+        # 3.12+ takes the pop for the import system's own pop-and-reinsert, which never
+        # completes here, and leaves no entry: documented in the README, pinned here.
         assert entries == [], entries
         return
     assert len(entries) == 1, entries
     assert entries[0]["is_module"] and entries[0]["via"] == "import" and entries[0]["removed"], entries
+    assert entries[0]["precision"] == "exact" and entries[0]["removed_at"]["file"] == "selfpop_mod.py", entries
 
 
 @pytest.mark.parametrize("py", interpreters(), ids=ident)

@@ -90,6 +90,7 @@ struct ImportSpec {
   std::vector<std::string> search_locations;
   bool packed_search_locations = true;
   std::optional<Loc> importer;
+  std::optional<Loc> trigger;
 
   static ImportSpec make(uint64_t index, const std::string& name, uint64_t begin_ns,
                          uint64_t duration_ns, uint64_t parent = 0) {
@@ -209,6 +210,7 @@ class TraceBuilder {
     for (const auto& l : s.search_locations) locs.push_back(add_string(l));
     if (s.object) intern(*s.object);
     if (s.importer) intern(*s.importer);
+    if (s.trigger) intern(*s.trigger);
 
     wire::ByteBuf r;
     auto m = wire::begin_message(r, F::Record::import);
@@ -239,6 +241,7 @@ class TraceBuilder {
     }
     wire::put_uint(r, F::Import::file, file);
     if (s.importer) put_location(r, F::Import::importer, *s.importer);
+    if (s.trigger) put_location(r, F::Import::trigger, *s.trigger);
     wire::put_uint(r, F::Import::test, test);
     wire::end_message(r, m);
     append_record(r);

@@ -190,6 +190,109 @@ TEST(Why, DeletionAndSelfReplacement) {
   EXPECT_NE(out.str().find("removed from sys.modules"), std::string::npos) << out.str();
 }
 
+// An import made by a package's __getattr__ (`from concurrent.futures import
+// ThreadPoolExecutor`): why and export name the __getattr__ as the importer and the user's
+// line as what triggered it.
+TEST(Why, ImportByPackageGetattrNamesTheTrigger) {
+  TraceBuilder b;
+  auto outer = ImportSpec::make(0, "concurrent.futures", 1, 100);
+  outer.object = Obj::module(0x1, "concurrent.futures");
+  outer.importer = Loc{"/work/story.py", 1, "<module>"};
+  b.add_import(outer);
+  auto inner = ImportSpec::make(1, "concurrent.futures.thread", 200, 50);
+  inner.object = Obj::module(0x2, "concurrent.futures.thread");
+  inner.importer = Loc{"/usr/lib/python3.11/concurrent/futures/__init__.py", 49, "__getattr__"};
+  inner.trigger = Loc{"/work/story.py", 1, "<module>"};
+  b.add_import(inner);
+  model::Process p;
+  std::string why;
+  ASSERT_TRUE(reader::parse_trace(b.data(), b.size(), p, why)) << why;
+  ASSERT_EQ(p.imports.size(), 2u);
+  EXPECT_TRUE(p.imports[0].trigger.empty());
+  EXPECT_EQ(p.imports[1].trigger.file, "/work/story.py");
+  EXPECT_EQ(p.imports[1].trigger.line, 1u);
+
+  WhyReport r = build_why({p}, "concurrent.futures.thread");
+  ASSERT_EQ(r.imports.size(), 1u);
+  EXPECT_EQ(r.imports[0].trigger.line, 1u);
+  std::ostringstream text;
+  why_text(r, text);
+  EXPECT_NE(text.str().find("__init__.py:49 in __getattr__, triggered at /work/story.py:1"), std::string::npos)
+      << text.str();
+  std::ostringstream wj;
+  why_json(r, wj);
+  Json j = Json::parse(wj.str());
+  expect_location(j["imports"][0]["trigger"], "/work/story.py", 1);
+  EXPECT_EQ(j["imports"][0]["importer"]["function"].str, "__getattr__");
+  expect_location(j["entries"][0]["triggered_at"], "/work/story.py", 1);
+
+  std::ostringstream ej;
+  std::vector<model::Process> procs;
+  procs.push_back(p);
+  export_json(procs, ej);
+  Json e = Json::parse(ej.str());
+  const Json& imports = e["processes"][0]["imports"];
+  EXPECT_TRUE(imports[0]["trigger"].is_null());
+  expect_location(imports[1]["trigger"], "/work/story.py", 1);
+  EXPECT_EQ(imports[1]["importer"]["function"].str, "__getattr__");
+}
+
+// A removal seen only at the next import boundary says so in why's JSON and text.
+TEST(Why, RemovalSeenAtBoundarySaysSo) {
+  TraceBuilder b;
+  auto im = ImportSpec::make(0, "json", 1, 10);
+  im.object = Obj::module(0x1, "json");
+  im.importer = Loc{"/work/story.py", 1, "<module>"};
+  b.add_import(im);
+  ChangeSpec del;
+  del.key = "json";
+  del.op = F::ModulesChange::DELETE;
+  del.old_object = Obj::module(0x1, "json");
+  del.precision = F::ModulesChange::AT_BOUNDARY;
+  del.stack = {Loc{"/work/story.py", 5, "<module>"}};
+  del.time_ns = 50;
+  b.add_modules_change(del);
+  model::Process p;
+  std::string why;
+  ASSERT_TRUE(reader::parse_trace(b.data(), b.size(), p, why)) << why;
+  WhyReport r = build_why({p}, "json");
+  ASSERT_EQ(r.entries.size(), 1u);
+  std::ostringstream wj;
+  why_json(r, wj);
+  Json j = Json::parse(wj.str());
+  EXPECT_EQ(j["entries"][0]["precision"].str, "at_boundary");
+  EXPECT_TRUE(j["entries"][0]["removed"].b);
+  std::ostringstream text;
+  why_text(r, text);
+  EXPECT_NE(text.str().find("removed from sys.modules, seen at the next import, at /work/story.py:5"),
+            std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("put there by the import system at /work/story.py:1"), std::string::npos)
+      << text.str();
+}
+
+// show's anomaly for a replacement seen only at the next import says so.
+TEST(Show, ReplacementSeenAtBoundarySaysSo) {
+  TraceBuilder b;
+  ChangeSpec set;
+  set.key = "json";
+  set.old_object = Obj::module(0x1, "json");
+  set.new_object = Obj::module(0x2, "json");
+  set.precision = F::ModulesChange::AT_BOUNDARY;
+  set.stack = {Loc{"/work/story.py", 5, "<module>"}};
+  b.add_modules_change(set);
+  ChangeSpec exact = set;
+  exact.key = "csv";
+  exact.precision = F::ModulesChange::EXACT;
+  b.add_modules_change(exact);
+  model::Process p;
+  std::string why;
+  ASSERT_TRUE(reader::parse_trace(b.data(), b.size(), p, why)) << why;
+  std::vector<Anomaly> a = find_anomalies(p);
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_NE(a[0].text.find("-> module 'json' (obj:2), seen at the next import"), std::string::npos) << a[0].text;
+  EXPECT_EQ(a[1].text.find("seen at the next import"), std::string::npos) << a[1].text;
+}
+
 TEST(Show, MentionsFailuresAndAnomalies) {
   std::ostringstream out;
   show_text(scenario_processes(), out);

@@ -78,6 +78,7 @@ void write_batch(int i) {
     rec.error_message = intern("No module named '" + name + "'");
   }
   rec.importer = CodeLocation{intern("/app/main.py"), static_cast<uint32_t>(i + 1), intern("<module>"), false};
+  if (i % 7 == 0) rec.trigger = CodeLocation{intern("/app/use.py"), static_cast<uint32_t>(i + 2), intern("f"), false};
   rec.test = i % 4 ? intern("tests/test_x.py::test_" + std::to_string(i)) : 0;
   rec.interpreter = i % 13 == 0 ? 3 : 0;
   if (i % 5 == 0) {
@@ -174,6 +175,8 @@ TEST_F(TraceFile, EncodedRecordsReadBackFieldByField) {
     EXPECT_EQ(im.importer.file, "/app/main.py");
     EXPECT_EQ(im.importer.line, static_cast<uint32_t>(i + 1));
     EXPECT_EQ(im.importer.function, "<module>");
+    EXPECT_EQ(im.trigger.file, i % 7 == 0 ? "/app/use.py" : "");
+    EXPECT_EQ(im.trigger.line, i % 7 == 0 ? static_cast<uint32_t>(i + 2) : 0u);
     EXPECT_EQ(im.test, i % 4 ? "tests/test_x.py::test_" + std::to_string(i) : std::string());
     EXPECT_EQ(im.interpreter, i % 13 == 0 ? 3u : 0u);
     if (i % 5 == 0) {
