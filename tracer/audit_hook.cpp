@@ -4,6 +4,7 @@
 
 #include "process_state.h"
 #include "modules_observer.h"
+#include "process_end.h"
 #include "string_interning.h"
 #include "trace_writer.h"
 
@@ -34,6 +35,31 @@ PyMethodDef g_execv_def = {"execv", reinterpret_cast<void*>(exec_wrapper), METH_
                            "imptrace: gives back the trace's reserve, then runs os.execv"};
 PyMethodDef g_execve_def = {"execve", reinterpret_cast<void*>(exec_wrapper), METH_VARARGS | METH_KEYWORDS,
                             "imptrace: gives back the trace's reserve, then runs os.execve"};
+
+// os._exit ends the process without finalisation or exit handlers: its wrapper writes the
+// end record with the status, then calls the original. A status that is not an int is
+// left to the original to refuse (the process then goes on).
+PyObject* os_exit_wrapper(PyObject* orig, PyObject* args, PyObject* kwargs) {
+  PyObject* status = args && py.PyTuple_Size(args) == 1 && !kwargs ? py.PyTuple_GetItem(args, 0) : nullptr;
+  // Py_TPFLAGS_LONG_SUBCLASS (the same bit on 3.8-3.13): an int, read without running
+  // any __index__ of the program's.
+  constexpr unsigned long kLongSubclass = 1UL << 24;
+  if (status && (py.PyType_GetFlags(type_of(status)) & kLongSubclass)) {
+    long n = py.PyLong_AsLong(status);
+    if (n == -1 && py.PyErr_Occurred()) {
+      py.PyErr_Clear();
+    } else {
+      // The reserve is left as it is (a valid trailing field): _exit is a few instructions
+      // away and the file is whole either way.
+      WriterLock lock;
+      record_os_exit(n);
+    }
+  }
+  return py.PyObject_Call(orig, args, kwargs);
+}
+
+PyMethodDef g_os_exit_def = {"_exit", reinterpret_cast<void*>(os_exit_wrapper), METH_VARARGS | METH_KEYWORDS,
+                             "imptrace: records how the process ends, then runs os._exit"};
 
 // Replaces `name` in os's and posix's dicts (the same builtin in both) by one wrapper.
 bool wrap_exec_function(PyObject* os_dict, PyObject* posix_dict, Name& name, PyMethodDef* def) {
@@ -77,6 +103,8 @@ void keep_audit_hook_where_needed(PyObject* name, PyObject* module) {
     g_audit_hook.exec_wrapped = os_dict && wrap_exec_function(os_dict, posix_dict, NAME("execv"), &g_execv_def) &&
                                 wrap_exec_function(os_dict, posix_dict, NAME("execve"), &g_execve_def);
     if (!g_audit_hook.exec_wrapped) audit_hook_step_in();
+    if (os_dict) wrap_exec_function(os_dict, posix_dict, NAME("_exit"), &g_os_exit_def);
+    watch_fatal_signals();
     return;
   }
   for (const char* c : kInterpreterCreators) {
@@ -89,6 +117,7 @@ void keep_audit_hook_where_needed(PyObject* name, PyObject* module) {
 
 void before_exec() {
   WriterLock lock;
+  record_exec();
   TraceWriter::flush();
   TraceWriter::finish();
 }

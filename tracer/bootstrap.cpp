@@ -24,6 +24,7 @@
 #include "modules_observer.h"
 #include "native_stacks.h"
 #include "object_identity.h"
+#include "process_end.h"
 #include "process_state.h"
 #include "string_interning.h"
 #include "thread_state.h"
@@ -79,6 +80,7 @@ void install_in_current_interpreter() {
   if (interp != py.PyInterpreterState_Main()) return;
   MainInterpreter& m = g_main_interpreter;
   m.interp = interp;
+  watch_process_end();
   m.module_spec_type = py.PyDict_GetItemString(d, "ModuleSpec");
   PyObject* sys_module = py.PyDict_GetItemString(modules, "sys");
   if (sys_module) m.sys_dict = py.PyModule_GetDict(sys_module);

@@ -585,6 +585,13 @@ void TraceWriter::init(const char* python_version, const char* python_build) {
 
 void TraceWriter::lock() { pthread_mutex_lock(&g_mutex); }
 void TraceWriter::unlock() { pthread_mutex_unlock(&g_mutex); }
+bool TraceWriter::try_lock() { return pthread_mutex_trylock(&g_mutex) == 0; }
+bool TraceWriter::append_encoded(const wire::ByteBuf& records) {
+  static const wire::ByteBuf none;  // never allocates, never freed
+  if (g_fd < 0 || g_broken || !records.n) return false;
+  if (!append(records, none)) { g_broken = true; return false; }
+  return true;
+}
 bool TraceWriter::usable() { return !g_broken; }
 void TraceWriter::finish() { trim_reserve(); }
 uint32_t TraceWriter::generation_ = 0;  // 0 in the original process, +1 per fork

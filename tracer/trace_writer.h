@@ -25,6 +25,8 @@ struct TraceWriter {
   // Brackets every use of the functions below.
   static void lock();
   static void unlock();
+  // For a signal handler: false when the lock is held (perhaps by the interrupted code).
+  static bool try_lock();
 
   // Id of a string in this file, defining it (a StringDef record) on first use. 0 for an
   // empty or null string.
@@ -39,6 +41,11 @@ struct TraceWriter {
 
   // Writes pending records to the file (creating it, header first, if needed).
   static void flush();
+
+  // Appends whole records already encoded in `records` (no strings) to the file, if this
+  // process has one; false otherwise. Makes no allocation and calls nothing but system
+  // calls, so a signal handler holding the lock (try_lock) may call it.
+  static bool append_encoded(const wire::ByteBuf& records);
 
   // Gives back the space reserved ahead of the last record (called before exec; exit()
   // does it by itself). The file stays valid without it: a process that dies leaves the

@@ -67,12 +67,22 @@ ParsedArgs parse_args(const std::vector<std::string>& args,
   return out;
 }
 
+namespace {
+std::vector<std::string>& warnings_so_far() {
+  static auto* all = new std::vector<std::string>();  // lives until exit, like the models
+  return *all;
+}
+}  // namespace
+
+const std::vector<std::string>& input_warnings() { return warnings_so_far(); }
+
 std::vector<model::Process> load_or_throw(const std::vector<std::string>& paths) {
   std::vector<model::Process> procs;
   std::string error;
   std::vector<std::string> warnings;
   bool ok = reader::load_traces(paths, procs, error, warnings);
   for (const auto& w : warnings) std::cerr << "imptrace: " << w << "\n";
+  warnings_so_far().insert(warnings_so_far().end(), warnings.begin(), warnings.end());
   if (!ok) throw InputError(error);
   return procs;
 }

@@ -158,7 +158,16 @@ void write_process(JsonWriter& w, const Process& p) {
   w.field("tracer_version", p.tracer_version);
   w.field("trace_schema", std::to_string(p.schema_major) + "." + std::to_string(p.schema_minor));
   w.field("trace_file", p.source_file);
-  w.field("truncated", p.truncated);
+  // Truncated: the trace does not cover the whole process, because its file was cut inside
+  // a record or because it has no end record (killed, cut at a record boundary, running).
+  w.field("truncated", p.truncated || p.end.how == model::ProcessEnd::How::None);
+  w.key("end");
+  w.begin_object();
+  w.field("how", model::end_how_name(p.end.how));
+  bool has_status = p.end.how == model::ProcessEnd::How::Exit || p.end.how == model::ProcessEnd::How::OsExit;
+  if (has_status) w.field("status", p.end.status); else w.null_field("status");
+  if (p.end.how == model::ProcessEnd::How::Signal) w.field("signal", p.end.signal); else w.null_field("signal");
+  w.end_object();
   w.key("env");
   w.begin_object();
   for (const auto& kv : p.env) w.field(kv.first, kv.second);
@@ -187,6 +196,7 @@ void export_json(const std::vector<model::Process>& procs, std::ostream& out, bo
   JsonWriter w(out, pretty);
   w.begin_object();
   w.field("schema", "imptrace.export/1");
+  w.string_array("warnings", input_warnings());
   w.key("processes");
   w.begin_array();
   for (const auto& p : procs) write_process(w, p);

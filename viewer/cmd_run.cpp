@@ -133,7 +133,10 @@ void print_summary(const std::string& dir) {
   std::cerr << "imptrace: " << plural(n.processes, "process", "processes") << ", "
             << plural(n.imports, "import", "imports") << " (" << n.failed_imports << " failed), "
             << plural(n.anomalies, "anomaly", "anomalies");
-  if (!warnings.empty()) std::cerr << ", " << plural(warnings.size(), "trace cut short", "traces cut short");
+  size_t abnormal = 0;
+  for (const auto& p : procs) abnormal += model::ended_abnormally(p.end);
+  if (abnormal) std::cerr << ", " << abnormal << " ended abnormally";
+  if (!warnings.empty()) std::cerr << ", " << plural(warnings.size(), "reader warning", "reader warnings");
   std::cerr << "; traces in " << dir << "\n";
   std::cerr << "imptrace: next: imptrace show " << quoted(dir) << "   (against a passing run: imptrace diff GOOD "
             << quoted(dir) << ")\n";

@@ -96,6 +96,8 @@ void show_process(const model::Process& p, std::ostream& out, bool all_failures)
   out << "  trace " << p.source_file << " (schema " << p.schema_major << "." << p.schema_minor;
   if (!p.tracer_version.empty()) out << ", tracer " << p.tracer_version;
   out << ")" << (p.truncated ? " TRUNCATED" : "") << "\n";
+  out << "  how it ended: " << model::end_text(p.end)
+      << (model::ended_abnormally(p.end) ? "  <- ended abnormally: the trace stops there" : "") << "\n";
 
   size_t failed = 0;
   for (const auto& im : p.imports) failed += !im.ok;

@@ -118,7 +118,10 @@ std::string optional_token(const model::ObjectRef& o) { return model::object_tok
 WhyReport build_why(const std::vector<model::Process>& procs, const std::string& module) {
   WhyReport r;
   r.module = module;
-  for (const auto& p : procs) build_process(p, module, r);
+  for (const auto& p : procs) {
+    build_process(p, module, r);
+    if (model::ended_abnormally(p.end)) r.cut_short.emplace_back(p.pid, p.end);
+  }
   return r;
 }
 
@@ -127,6 +130,12 @@ void why_json(const WhyReport& r, std::ostream& out, bool pretty) {
   w.begin_object();
   w.field("schema", "imptrace.why/1");
   w.field("module", r.module);
+  w.string_array("warnings", input_warnings());
+  w.object_array("ended_abnormally", r.cut_short, [&](const std::pair<int64_t, model::ProcessEnd>& c) {
+    w.field("process", c.first);
+    w.field("how", model::end_how_name(c.second.how));
+    if (c.second.how == model::ProcessEnd::How::Signal) w.field("signal", c.second.signal); else w.null_field("signal");
+  });
 
   w.object_array("entries", r.entries, [&](const WhyEntry& e) {
     w.field("object", model::object_token(e.object));
@@ -286,6 +295,10 @@ void why_text(const WhyReport& r, std::ostream& out) {
       out << "\n";
     }
   }
+
+  for (const auto& [pid, end] : r.cut_short)
+    out << "\nProcess " << pid << " ended abnormally, " << model::end_text(end)
+        << ": its story stops there.\n";
 }
 
 int run_why(const std::vector<std::string>& args) {

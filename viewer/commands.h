@@ -44,6 +44,11 @@ std::vector<model::Process> load_or_throw(const std::vector<std::string>& paths)
 // The same for a command's `run_*`: the processes stay alive (unfreed) until the program
 // exits, which spares the teardown of large models.
 const std::vector<model::Process>& load_for_command(const std::vector<std::string>& paths);
+// Every warning the loads so far printed to stderr ("<file>: ..."), in order: files of a
+// run directory that were skipped or counted once, traces cut short. Outputs other than
+// text on a terminal carry them too (a "warnings" array in JSON, a note in markdown and
+// HTML), since a reader of a saved report never saw the stderr of the command.
+const std::vector<std::string>& input_warnings();
 
 // One PATH that must be one run (a side of diff or report): load_for_command, refusing a
 // bundle of several runs with a line naming them (pick one as BUNDLE#RUN).
@@ -166,6 +171,9 @@ struct WhyReport {
   std::vector<WhyChild> children;
   std::vector<WhyProxyAccess> proxy_accesses;
   std::vector<WhyImport> imports;
+  // Processes whose story stops early (a fatal signal, no end record): what is not in
+  // the story may simply not have been reached.
+  std::vector<std::pair<int64_t, model::ProcessEnd>> cut_short;
 };
 WhyReport build_why(const std::vector<model::Process>& procs, const std::string& module);
 void why_json(const WhyReport& report, std::ostream& out, bool pretty = false);

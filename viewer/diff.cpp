@@ -22,6 +22,7 @@ const char* severity_name(Severity s) {
 
 const char* kind_name(Kind k) {
   switch (k) {
+    case Kind::ProcessEndedAbnormally: return "process_ended_abnormally";
     case Kind::SysModulesReplaced: return "sys_modules_replaced";
     case Kind::ProxyInSysModules: return "proxy_in_sys_modules";
     case Kind::BindingOnProxy: return "binding_on_proxy";
@@ -67,7 +68,7 @@ std::vector<ProcFacts> facts_of_run(const std::vector<Process>& ps, RunSummary& 
     fs[i].p = &ps[i];
     fs[i].index = static_cast<int>(i);
     build_facts(fs[i]);
-    sum.processes.push_back({ps[i].pid, fs[i].role, ps[i].argv, ps[i].imports.size(), ps[i].python_version});
+    sum.processes.push_back({ps[i].pid, fs[i].role, ps[i].argv, ps[i].imports.size(), ps[i].python_version, ps[i].end});
     sum.imports += ps[i].imports.size();
     if (std::find(sum.paths.begin(), sum.paths.end(), ps[i].source_file) == sum.paths.end())
       sum.paths.push_back(ps[i].source_file);
@@ -75,8 +76,32 @@ std::vector<ProcFacts> facts_of_run(const std::vector<Process>& ps, RunSummary& 
   return fs;
 }
 
-// For each bad group, the good group it is paired with, or -1: by key, then leftovers by
-// program and script, then by program alone.
+}  // namespace
+
+std::string process_role_class(const Process& p) {
+  if (!worker_of(p).empty()) return "xdist worker";
+  auto is_pytest = [](const std::string& a) {
+    std::string b = basename_of(a);
+    return b == "pytest" || b == "py.test" || b.compare(0, 7, "pytest-") == 0;
+  };
+  const auto& argv = p.argv;
+  if (!argv.empty() && is_pytest(argv[0])) return "pytest main";
+  for (size_t i = 1; i < argv.size(); ++i) {
+    if (argv[i] == "-m") return i + 1 < argv.size() && (argv[i + 1] == "pytest" || argv[i + 1] == "py.test")
+                                   ? "pytest main" : "";
+    if (argv[i].empty() || argv[i][0] != '-') return is_pytest(argv[i]) ? "pytest main" : "";
+  }
+  return "";
+}
+
+namespace {
+
+std::string role_class(const Group& g) { return process_role_class(*g.procs.front()->p); }
+
+// For each bad group, the good group it is paired with, or -1: by key; then leftovers by
+// the role they play (pytest's main process with pytest's main process whatever its options,
+// -n 2 or serial; xdist workers with xdist workers); then by program and script; then by
+// program alone.
 std::vector<int> pair_groups(const std::vector<Group>& good, const std::vector<Group>& bad) {
   std::vector<int> match_of_bad(bad.size(), -1);
   std::vector<bool> good_used(good.size(), false);
@@ -87,6 +112,16 @@ std::vector<int> pair_groups(const std::vector<Group>& good, const std::vector<G
         good_used[j] = true;
         break;
       }
+  for (size_t i = 0; i < bad.size(); ++i) {
+    std::string role = role_class(bad[i]);
+    if (match_of_bad[i] >= 0 || role.empty()) continue;
+    for (size_t j = 0; j < good.size(); ++j)
+      if (!good_used[j] && role_class(good[j]) == role) {
+        match_of_bad[i] = static_cast<int>(j);
+        good_used[j] = true;
+        break;
+      }
+  }
   auto program = [](const Group& g) { return g.key.substr(0, g.key.find(' ')); };
   auto script = [](const Group& g) {
     const auto& argv = g.procs.front()->p->argv;
@@ -115,12 +150,21 @@ void unpaired_group(const Group& g, bool in_bad, Result& r, Findings& out) {
   f.severity = Severity::Warning;
   f.process = g.key;
   f.summary = std::string(in_bad ? "process only in the bad run: " : "process only in the good run: ") + g.key;
+  if (role_class(g) == "xdist worker") {
+    // One run used pytest-xdist and the other did not: a layout, not a cause. What the
+    // workers did is compared through the runs' pooled stories (diff_runs).
+    f.severity = Severity::Info;
+    f.summary = std::string("xdist workers only in the ") + (in_bad ? "bad" : "good") +
+                " run (the runs' process layouts differ; their stories are compared pooled): " + g.key;
+  }
   std::string count = std::to_string(g.procs.size()) + " process(es)";
   f.bad = in_bad ? count : "none";
   f.good = in_bad ? "none" : count;
   out.add(std::move(f));
-  for (const ProcFacts* p : g.procs)
+  for (const ProcFacts* p : g.procs) {
     r.pairs.push_back({p->role, in_bad ? -1 : p->index, in_bad ? p->index : -1, {}});
+    if (in_bad) compare_ends(nullptr, *p, out);
+  }
 }
 
 // Pairs the processes of two paired groups (by worker id, then in order) and compares the
@@ -140,11 +184,40 @@ void pair_processes(const Group& good, const Group& bad, Result& r, Findings& ou
       used[found] = true;
       pi.good = good.procs[found]->index;
       compare_order(*good.procs[found], *bp, pi, out);
+      compare_ends(good.procs[found], *bp, out);
+    } else {
+      compare_ends(nullptr, *bp, out);
     }
     r.pairs.push_back(std::move(pi));
   }
   for (size_t j = 0; j < good.procs.size(); ++j)
     if (!used[j]) r.pairs.push_back({good.procs[j]->role, good.procs[j]->index, -1, {}});
+}
+
+// Where the runs' process layouts differ (serial against pytest -n 2, a child only one run
+// spawned), what happened in a process with no counterpart is still compared: every
+// process of a run pooled into one group, against the other run's pool. A key replaced,
+// a proxy, a child bound on the wrong object or a failing proxy access that some bad
+// process has and no good process has is found there. Only what the pairs did not find
+// already is kept.
+void compare_pooled(std::vector<ProcFacts>& good, std::vector<ProcFacts>& bad, Findings& out) {
+  if (good.empty() || bad.empty()) return;
+  Group pool_good, pool_bad;  // built in place: a Group points into itself once built
+  pool_good.key = pool_bad.key = "all processes";
+  for (auto& f : good) pool_good.procs.push_back(&f);
+  for (auto& f : bad) pool_bad.procs.push_back(&f);
+  pool_good.build();
+  pool_bad.build();
+  std::vector<Finding> pooled;
+  Findings to{out.options, pooled};
+  compare_key_histories(pool_good, pool_bad, to);
+  compare_child_bindings(pool_good, pool_bad, to);
+  compare_accesses(pool_good, pool_bad, to);
+  for (auto& f : pooled) {
+    bool known = false;
+    for (const auto& k : out.out) known |= k.kind == f.kind && k.module == f.module;
+    if (!known) out.add(std::move(f));
+  }
 }
 
 }  // namespace
@@ -172,8 +245,14 @@ Result diff_runs(const std::vector<Process>& good, const std::vector<Process>& b
       compare(g, bad_groups[i], out);
     pair_processes(g, bad_groups[i], r, out);
   }
+  bool layouts_differ = false;
+  for (int m : match_of_bad) layouts_differ |= m < 0;
   for (size_t j = 0; j < good_groups.size(); ++j)
-    if (!good_paired[j]) unpaired_group(good_groups[j], false, r, out);
+    if (!good_paired[j]) {
+      unpaired_group(good_groups[j], false, r, out);
+      layouts_differ = true;
+    }
+  if (layouts_differ) compare_pooled(good_facts, bad_facts, out);
 
   rank_and_group(r.findings);
   return r;

@@ -21,7 +21,9 @@
 // - Proxy accesses by (proxy type, attribute, outcome, forwarded_to name, relativized
 //   file:function of the caller); the tests they happened in are evidence, not identity.
 //
-// Ranking (most likely root cause first): sys_modules_replaced, proxy_in_sys_modules,
+// Ranking (most likely root cause first): process_ended_abnormally (a bad process killed
+// or crashed whose good one finished: what follows is compared only up to its end),
+// sys_modules_replaced, proxy_in_sys_modules,
 // binding_on_proxy, binding_mismatch, proxy_forward_failed, import_failed,
 // duplicate_module, process_missing, process_added, module_missing, module_added,
 // loader_changed, origin_changed, import_order_changed, import_slower (the order of
@@ -50,6 +52,7 @@ const char* severity_name(Severity s);  // "info", "warning", "error"
 
 // What a finding is about. Declared in ranking order: the most likely root cause first.
 enum class Kind {
+  ProcessEndedAbnormally,
   SysModulesReplaced,
   ProxyInSysModules,
   BindingOnProxy,
@@ -124,6 +127,7 @@ struct ProcessSummary {
   std::vector<std::string> argv;
   size_t imports = 0;
   std::string python;
+  model::ProcessEnd end;
 };
 
 struct PairInfo {
@@ -143,6 +147,9 @@ struct Result {
   std::vector<PairInfo> pairs;
   std::vector<Finding> findings;  // ranked, grouped
   Options options;
+  // What loading the runs warned about ("<file>: ..."): skipped files, traces cut short.
+  // Every output format carries them.
+  std::vector<std::string> input_warnings;
   // 1 when any finding (related ones included) has severity warning or above, else 0.
   int exit_status() const;
   size_t count(Severity at_least) const;
@@ -154,6 +161,10 @@ Result diff_runs(const std::vector<model::Process>& good, const std::vector<mode
 
 // A process's role key as used for pairing (exposed for tests).
 std::string role_of(const model::Process& p);
+// The part a process plays whatever its options: "pytest main" (pytest's own process,
+// serial or -n N), "xdist worker" (PYTEST_XDIST_WORKER set), "" (anything else: paired by
+// its argv). Groups left unpaired by their key are paired by it.
+std::string process_role_class(const model::Process& p);
 
 // Renderers.
 void write_text(const Result& r, std::ostream& out, bool color);

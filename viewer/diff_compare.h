@@ -45,6 +45,9 @@ void compare_accesses(const Group& good, const Group& bad, Findings& out);
 void compare_failed(const Group& good, const Group& bad, Findings& out);
 void compare_present(const Group& good, const Group& bad, Findings& out);
 void compare_common(const Group& good, const Group& bad, Findings& out);
+// diff_ends.cpp: a bad process that ended abnormally while its good one (or nullptr: none)
+// did not (process_ended_abnormally).
+void compare_ends(const ProcFacts* good, const ProcFacts& bad, Findings& out);
 // A paired process's first divergence and import_order_changed (diff_order.cpp).
 void compare_order(const ProcFacts& good, const ProcFacts& bad, PairInfo& pair, Findings& out);
 

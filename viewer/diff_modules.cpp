@@ -3,6 +3,7 @@
 // timed (origin_changed, loader_changed, import_slower).
 #include <cstdio>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "commands.h"
 #include "diff_compare.h"
@@ -84,8 +85,44 @@ void compare_failed(const Group& g, const Group& b, Findings& out) {
 }
 
 // Modules only one run imported, aggregated per top-level package.
+// How far into the good group's imports a bad group cut short got: the latest good
+// position of a module the bad group imported too (UINT64_MAX when no bad process of the
+// group ended abnormally: it got everywhere it was going); and the imports that enclosed
+// that one in the good run, which were still running when the bad process stopped (an
+// import's record is written when it ends, so they have none).
+struct Reach {
+  uint64_t pos = UINT64_MAX;
+  std::unordered_set<std::string_view> unfinished;
+};
+
+Reach reach_of_cut_short(const Group& g, const Group& b) {
+  Reach r;
+  bool cut = false;
+  for (const ProcFacts* p : b.procs) cut |= model::ended_abnormally(p->p->end);
+  if (!cut) return r;
+  r.pos = 0;
+  const ModFacts* last = nullptr;
+  for (size_t i = 0; i < b.mods->size(); ++i) {
+    const ModFacts* o = g.mod(b.mods->key(i));
+    if (o && o->ok_facts && o->pos >= r.pos) {
+      r.pos = o->pos;
+      last = o;
+    }
+  }
+  if (!last) return r;
+  const Process& gp = *last->ok_facts->ok_process->p;
+  for (int64_t at = last->ok_facts->first_ok->parent_pos; at >= 0 && static_cast<size_t>(at) < gp.imports.size();
+       at = gp.imports[static_cast<size_t>(at)].parent_pos)
+    r.unfinished.insert(gp.imports[static_cast<size_t>(at)].name.str());
+  return r;
+}
+
 void compare_present(const Group& g, const Group& b, Findings& out) {
   const std::string& role = b.key;
+  // A bad process cut short (process_ended_abnormally) is compared only up to where it
+  // stopped: what the good run imported after that point was not reached, not missing.
+  const Reach reach = reach_of_cut_short(g, b);
+  std::vector<std::string_view> unreached;
   auto aggregate = [&](const Group& from, const Group& other, Kind kind, bool in_bad) {
     std::unordered_map<std::string_view, std::vector<std::string_view>> by_top;
     std::vector<std::string_view> tops;
@@ -94,6 +131,10 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
       std::string_view name = from.mods->key(i);
       const ModFacts* o = other.mod(name);
       if (o && (o->ok_facts || !o->failed.empty())) continue;  // import_failed tells that story
+      if (!in_bad && (from.mods->value(i).pos > reach.pos || reach.unfinished.count(name))) {
+        unreached.push_back(name);
+        continue;
+      }
       std::string_view t = name.substr(0, name.find('.'));
       auto ins = by_top.emplace(t, std::vector<std::string_view>());
       if (ins.second) tops.push_back(t);
@@ -136,6 +177,17 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
   };
   aggregate(b, g, Kind::ModuleAdded, true);
   aggregate(g, b, Kind::ModuleMissing, false);
+  if (unreached.empty()) return;
+  Finding f = new_finding(Kind::ModuleMissing, Severity::Info, std::string(unreached[0]), role, UINT64_MAX - 1);
+  std::string list;
+  for (size_t i = 0; i < unreached.size() && i < 20; ++i) list += (i ? ", " : "") + std::string(unreached[i]);
+  if (unreached.size() > 20) list += ", ... (" + std::to_string(unreached.size() - 20) + " more)";
+  f.summary = "not reached: " + std::to_string(unreached.size()) +
+              " module(s) the good run imported after the point where the bad process ended abnormally "
+              "(or was still importing there)";
+  f.good = list;
+  f.bad = "not reached";
+  out.add(std::move(f));
 }
 
 namespace {

@@ -64,6 +64,7 @@ void run_json(JsonWriter& w, const RunSummary& s) {
     w.string_array("argv", p.argv);
     w.field("imports", p.imports);
     w.field_or_null("python", p.python);
+    w.field("end", model::end_how_name(p.end.how));
   });
   w.end_object();
 }
@@ -175,6 +176,7 @@ void write_json(const Result& r, std::ostream& out, bool pretty) {
   run_json(w, r.good);
   w.key("bad");
   run_json(w, r.bad);
+  w.string_array("warnings", r.input_warnings);
   w.key("findings");
   w.begin_array();
   for (const auto& f : r.findings) finding_json(w, f, true);
@@ -230,6 +232,8 @@ void write_markdown(const Result& r, std::ostream& out, size_t max_bytes) {
          std::to_string(r.good.imports) + " imports; bad: " +
          std::to_string(r.bad.processes.size()) + " process(es), " +
          std::to_string(r.bad.imports) + " imports. " + markdown_headline_counts(r) + "\n\n";
+  for (const auto& w : r.input_warnings) doc += "> **Note:** " + w + "\n";
+  if (!r.input_warnings.empty()) doc += "\n";
   const std::string reserve_note =
       "\n> **Truncated** to stay under 60 KB: NNNNNN of NNNNNN findings shown; run "
       "`imptrace diff --format json` for all.\n";
@@ -361,6 +365,7 @@ int run_diff(const std::vector<std::string>& args) {
   diff::Result r = diff::diff_runs(good, bad, opts);
   r.good.paths = {a.positional[0]};
   r.bad.paths = {a.positional[1]};
+  r.input_warnings = input_warnings();
   std::ostringstream buffer;  // --redact: the whole output, redacted before it is written
   bool redact = a.has("--redact");
   std::ostream& out = redact ? buffer : std::cout;

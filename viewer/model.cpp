@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 namespace imptrace {
 namespace model {
@@ -31,6 +32,37 @@ std::string ProxyAccess::outcome() const {
   if (error_type.empty() && error_message.empty()) return "failed";
   if (error_message.empty()) return error_type;
   return (error_type.empty() ? std::string("Exception") : error_type.str()) + ": " + error_message;
+}
+
+const char* end_how_name(ProcessEnd::How h) {
+  switch (h) {
+    case ProcessEnd::How::None: return "none";
+    case ProcessEnd::How::Exit: return "exit";
+    case ProcessEnd::How::OsExit: return "os_exit";
+    case ProcessEnd::How::Signal: return "signal";
+    case ProcessEnd::How::Exec: return "exec";
+  }
+  return "none";
+}
+
+std::string end_text(const ProcessEnd& e) {
+  switch (e.how) {
+    case ProcessEnd::How::None:
+      return "no end record (killed, e.g. by SIGKILL, or still running)";
+    case ProcessEnd::How::Exit: return "exited with status " + std::to_string(e.status);
+    case ProcessEnd::How::OsExit: return "ended by os._exit(" + std::to_string(e.status) + ")";
+    case ProcessEnd::How::Exec: return "replaced itself by exec";
+    case ProcessEnd::How::Signal: {
+      const char* abbrev = e.signal > 0 ? sigabbrev_np(e.signal) : nullptr;
+      return std::string("killed by ") + (abbrev ? std::string("SIG") + abbrev : "a signal") + " (signal " +
+             std::to_string(e.signal) + ")";
+    }
+  }
+  return "";
+}
+
+bool ended_abnormally(const ProcessEnd& e) {
+  return e.how == ProcessEnd::How::None || e.how == ProcessEnd::How::Signal;
 }
 
 const char* binding_status_name(BindingStatus s) {

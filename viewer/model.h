@@ -276,6 +276,23 @@ struct Note {
   uint64_t time_ns = 0;
 };
 
+// How a process ended (ProcessEnd). A trace without an end record stops before its
+// process ended: killed (SIGKILL, the OOM killer), cut short, or still running.
+struct ProcessEnd {
+  enum class How { None, Exit, OsExit, Signal, Exec };
+  How how = How::None;
+  int64_t status = 0;  // Exit, OsExit
+  int signal = 0;      // Signal
+  uint64_t time_ns = 0;
+};
+const char* end_how_name(ProcessEnd::How h);  // "none", "exit", "os_exit", "signal", "exec"
+// "exited with status 3", "killed by SIGSEGV (signal 11)", "no end record (killed, e.g.
+// by SIGKILL, or still running)"...
+std::string end_text(const ProcessEnd& e);
+// The process did not finish on its own: a fatal signal, or no end record at all. An exit
+// with a non-zero status is an ending the program chose (a failing test run), not this.
+bool ended_abnormally(const ProcessEnd& e);
+
 // Everything one trace file says about one process.
 struct Process {
   std::string source_file;       // the trace file it was read from
@@ -306,6 +323,7 @@ struct Process {
   std::vector<ProxyClass> proxy_classes;
   std::vector<SysPathSnapshot> sys_paths;
   std::vector<Note> notes;       // from the tracer
+  ProcessEnd end;                // the last end record; How::None when there is none
 
   // From the reader: truncation, malformed records skipped, undefined string ids.
   std::vector<std::string> warnings;

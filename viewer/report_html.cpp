@@ -65,6 +65,7 @@ void write_html(const Result& r, const std::vector<model::Process>& good,
       << " process(es), " << r.bad.imports << " imports<br><b>" << r.count(Severity::Warning)
       << "</b> finding(s) at warning or above; most likely root cause first. Click a row for evidence.</p>\n";
 
+  for (const auto& w : r.input_warnings) out << "<p class=\"note\"><b>Note:</b> " << escape(w) << "</p>\n";
   out << "<h2>Findings</h2>\n";
   if (r.findings.empty()) {
     out << "<p>No differences.</p>\n";
@@ -169,6 +170,7 @@ int run_report(const std::vector<std::string>& args) {
     diff::Result r = diff::diff_runs(good, bad, opts);
     r.good.paths = {a.positional[0]};
     r.bad.paths = {a.positional[1]};
+    r.input_warnings = input_warnings();
     diff::write_html(r, good, bad, html);
     status = r.exit_status();
     shown = {&good, &bad};

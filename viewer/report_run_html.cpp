@@ -109,9 +109,10 @@ void write_run_html(const std::vector<model::Process>& procs, const std::string&
       << " imports, <a href=\"#failed\">" << propagated.size() << " failed import(s) that propagated</a>, "
       << handled.size() << " handled by their importer, <a href=\"#anomalies\">" << anomalies.size()
       << " identity anomal" << (anomalies.size() == 1 ? "y" : "ies") << "</a>.</p>\n";
+  for (const auto& w : input_warnings()) out << "<p class=\"note\"><b>Note:</b> " << escape(w) << "</p>\n";
 
   out << "<h2 id=\"processes\">Processes</h2>\n<table><tr><th>pid</th><th>ppid</th><th>command</th><th>python</th>"
-         "<th>imports</th><th>top-level import ms</th><th>trace</th></tr>\n";
+         "<th>imports</th><th>top-level import ms</th><th>how it ended</th><th>trace</th></tr>\n";
   for (const auto& p : procs) {
     uint64_t total = 0;
     for (const auto& th : timing::build_tree(p).threads) total += th.total_ns;
@@ -119,7 +120,8 @@ void write_run_html(const std::vector<model::Process>& procs, const std::string&
     out << "<tr><td><a href=\"#proc-" << p.pid << "\">" << p.pid << "</a></td><td>" << p.ppid << "</td><td>"
         << escape(join_argv(p.argv)) << "</td><td>" << escape(version) << " " << escape(p.python_build)
         << "</td><td class=\"n\">" << p.imports.size() << "</td><td class=\"n\">" << format_ms(total) << "</td><td>"
-        << escape(p.source_file) << (p.truncated ? " (truncated)" : "") << "</td></tr>\n";
+        << (model::ended_abnormally(p.end) ? "<b>" : "") << escape(model::end_text(p.end))
+        << (model::ended_abnormally(p.end) ? "</b>" : "") << "</td><td>" << escape(p.source_file) << (p.truncated ? " (truncated)" : "") << "</td></tr>\n";
   }
   out << "</table>\n";
 

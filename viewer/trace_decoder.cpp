@@ -126,6 +126,7 @@ class Decoder {
         case F::Record::sys_path: ok = sys_path(body); break;
         case F::Record::proxy_class: ok = proxy_class(body); break;
         case F::Record::note: ok = note(body); break;
+        case F::Record::process_end: ok = process_end(body); break;
         case F::Record::env_update: ok = env_update(body); break;
         default: kind = 0; break;  // a newer record kind: skip it
       }
@@ -530,6 +531,31 @@ class Decoder {
     });
     if (!ok) return false;
     proc_.notes.push_back(std::move(n));
+    return true;
+  }
+
+  // The last one counts: an exec that failed is followed by the process's real end.
+  bool process_end(Reader r) {
+    uint64_t how = 0, sig = 0;
+    model::ProcessEnd e;
+    bool ok = for_each_field(r, [&](uint32_t f, WireType wt, Reader& rr) {
+      if (f == F::ProcessEnd::how) return get_u64(wt, rr, how);
+      if (f == F::ProcessEnd::status) return get_i64(wt, rr, e.status);
+      if (f == F::ProcessEnd::signal) return get_u64(wt, rr, sig);
+      if (f == F::ProcessEnd::time_ns) return get_u64(wt, rr, e.time_ns);
+      return false;
+    });
+    if (!ok) return false;
+    using H = model::ProcessEnd::How;
+    switch (how) {
+      case F::ProcessEnd::EXIT: e.how = H::Exit; break;
+      case F::ProcessEnd::OS_EXIT: e.how = H::OsExit; break;
+      case F::ProcessEnd::SIGNAL: e.how = H::Signal; break;
+      case F::ProcessEnd::EXEC: e.how = H::Exec; break;
+      default: return false;  // a newer way of ending: not one this reader can name
+    }
+    e.signal = static_cast<int>(sig);
+    proc_.end = e;
     return true;
   }
 

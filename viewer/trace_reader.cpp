@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
 
 #include "bundle.h"
 #include "byte_source.h"
@@ -87,13 +88,18 @@ bool read_bundle(const std::string& path, const std::string& only_run, std::vect
 
 bool load_traces(const std::vector<std::string>& paths, std::vector<model::Process>& out,
                  std::string& error, std::vector<std::string>& warnings) {
+  // A run directory is what a run left behind, and a run can leave more than traces: a
+  // process killed before its header was whole, a file a user dropped there, one they cannot
+  // read. One such file must not hide every other process of the run, so inside a directory
+  // a file that cannot be read as a trace is skipped with a warning. A file named on the
+  // command line is what the user asked for, so failing to read it stays an error.
   auto load_one = [&](const std::string& file, bool in_directory) {
     if (bundle::is_gzip_file(file)) return read_bundle(file, "", out, error, warnings);
     model::Process p;
     std::string why;
     if (!read_trace_file(file, p, why)) {
-      if (in_directory && why == "empty file") {
-        warnings.push_back(file + ": empty file, skipped");
+      if (in_directory) {
+        warnings.push_back(file + ": " + why + ", skipped");
         return true;
       }
       error = file + ": " + why;
@@ -126,19 +132,35 @@ bool load_traces(const std::vector<std::string>& paths, std::vector<model::Proce
     }
     DIR* d = opendir(path.c_str());
     if (!d) { error = path + ": " + strerror(errno); return false; }
-    std::vector<std::string> files;
+    struct Entry {
+      std::string path;
+      dev_t dev;
+      ino_t ino;
+    };
+    std::vector<Entry> files;
     while (struct dirent* e = readdir(d)) {
       std::string name = e->d_name;
       if (!ends_with(name, ".pb") && !ends_with(name, ".pb.gz")) continue;
       std::string full = path + (ends_with(path, "/") ? "" : "/") + name;
       struct stat fst;
-      if (stat(full.c_str(), &fst) == 0 && S_ISREG(fst.st_mode)) files.push_back(full);
+      if (stat(full.c_str(), &fst) == 0 && S_ISREG(fst.st_mode)) files.push_back({full, fst.st_dev, fst.st_ino});
     }
     closedir(d);
-    std::sort(files.begin(), files.end());
+    std::sort(files.begin(), files.end(), [](const Entry& a, const Entry& b) { return a.path < b.path; });
     if (files.empty()) { error = path + ": no trace files (*.pb) in this directory"; return false; }
-    for (const auto& f : files)
-      if (!load_one(f, true)) return false;
+    // One process writes one file; a symlink or hard link to it is the same process seen
+    // twice, so files are counted by inode. The first name in sort order is the one read.
+    size_t before = out.size();
+    std::map<std::pair<dev_t, ino_t>, const std::string*> first_name;
+    for (const auto& f : files) {
+      auto [it, fresh] = first_name.emplace(std::make_pair(f.dev, f.ino), &f.path);
+      if (!fresh) {
+        warnings.push_back(f.path + ": the same file as " + *it->second + ", counted once");
+        continue;
+      }
+      if (!load_one(f.path, true)) return false;
+    }
+    if (out.size() == before) { error = path + ": no readable trace file in this directory"; return false; }
   }
   return true;
 }

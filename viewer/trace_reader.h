@@ -29,11 +29,12 @@ bool parse_trace(const uint8_t* data, size_t size, model::Process& out, std::str
 bool read_trace_file(const std::string& path, model::Process& out, std::string& why);
 
 // Expands PATH arguments: a file is read as one process; a directory contributes every
-// regular file in it whose name ends in ".pb" or ".pb.gz" (sorted by name; empty files
-// there are skipped with a warning, a process killed before writing its header leaves
-// one); a gzip file is a bundle (bundle.h: every trace of every run in it) or a .pb.gz
-// trace; BUNDLE#RUN is the traces of one run of a bundle.
-// On the first failure returns false with `error` = "<file>: <why>".
+// regular file in it whose name ends in ".pb" or ".pb.gz" (sorted by name, counted by inode
+// so a link to a trace is not another process); a gzip file is a bundle (bundle.h: every
+// trace of every run in it) or a .pb.gz trace; BUNDLE#RUN is the traces of one run of a
+// bundle. In a directory a file that cannot be read as a trace (empty, unreadable,
+// foreign, cut inside its header, a newer schema) is skipped with a warning; a FILE
+// argument that cannot be read is a failure: returns false with `error` = "<file>: <why>".
 // Warnings (truncation etc.) are left in each Process::warnings and also appended to
 // `warnings` as "<file>: <warning>" lines, for the caller to print to stderr.
 // A process read from a bundle has source_file "BUNDLE#RUN/FILE.pb".

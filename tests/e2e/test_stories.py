@@ -233,6 +233,34 @@ def test_truncated_trace_says_so_and_invents_nothing(tmp_path):
     assert not any(f["kind"] == "binding_mismatch" for f in d["findings"])
 
 
+# ---- different process layouts ---------------------------------------------------------
+
+def seed_scenario(tmp_path, name, build, xdist):
+    from e2e_util import LIB, SCENARIO
+    work = tmp_path / name
+    args = [DEBIAN, SCENARIO, "--build", build, "--workdir", str(work), "--python", DEBIAN,
+            "--runner", "pytest", "--env", "LD_PRELOAD=" + LIB, "--env", "IMPTRACE_OUTPUT=%s/traces/" % work]
+    if xdist:
+        args += ["--xdist", "2"]
+    subprocess.run(args, capture_output=True, text=True, timeout=300)
+    return str(work / "traces")
+
+
+@pytest.mark.skipif(not has(DEBIAN, "xdist"), reason="python3-pytest-xdist not installed")
+@pytest.mark.parametrize("good_xdist,bad_xdist", [(False, True), (True, False)], ids=["serial-vs-n2", "n2-vs-serial"])
+def test_serial_against_xdist_still_finds_the_replacement_first(good_xdist, bad_xdist, tmp_path):
+    good = seed_scenario(tmp_path, "good", "good", good_xdist)
+    bad = seed_scenario(tmp_path, "bad", "bad", bad_xdist)
+    assert len(traces(bad if bad_xdist else good)) >= 3
+    rc, d = diff_json(good, bad)
+    assert rc == 1
+    top = d["findings"][0]
+    assert (top["kind"], top["module"]) == ("sys_modules_replaced", "npugraph_ex"), [
+        (f["kind"], f["module"], f["summary"][:100]) for f in d["findings"][:5]]
+    # The workers of one run are a layout, not a cause.
+    assert not [f for f in loud(d["findings"]) if f["kind"] in ("process_added", "process_missing")]
+
+
 # ---- directories -----------------------------------------------------------------------
 
 def test_bad_files_in_a_run_directory_are_skipped_with_a_warning(tmp_path):

@@ -24,6 +24,7 @@ struct Variation {
   uint64_t scale = 1;      // time scale
   bool threads_swapped = false;  // interleave the worker thread's imports differently
   std::string xdist_worker;      // "" none
+  std::vector<std::string> argv;  // empty: python -m pytest <the smoke test>
 };
 
 constexpr const char* kStreamTest =
@@ -39,6 +40,7 @@ class RunBuilder {
     h.pid = v.pid;
     h.ppid = v.pid - 1;
     h.argv = {"/usr/bin/python3.10", "-m", "pytest", v.workspace + "/npugraph_ex/tests/smoke/stream_test.py"};
+    if (!v.argv.empty()) h.argv = v.argv;
     h.cwd = v.workspace;
     h.start_time_unix_ns = 1700000000000000000 + v.pid * 1000;
     h.env = {{"PYTHONHASHSEED", std::to_string(v.pid)}};
@@ -96,8 +98,18 @@ class RunBuilder {
     return buf;
   }
 
+  // The process's end record, as a process that finished writes it last; process()
+  // writes an exit with status 0 unless one was given (or cut_short() was called).
+  void end(uint32_t how, int64_t status = 0, int signal = 0) {
+    flush();
+    b_.add_process_end(how, status, signal);
+    ended_ = true;
+  }
+  void cut_short() { ended_ = true; }
+
   model::Process process() {
     flush();
+    if (!ended_) end(fields::ProcessEnd::EXIT, 0);
     model::Process p;
     std::string why;
     if (!reader::parse_trace(b_.data(), b_.size(), p, why)) throw std::runtime_error(why);
@@ -110,6 +122,7 @@ class RunBuilder {
   TraceBuilder b_;
   std::vector<ImportSpec> pending_;
   uint64_t next_index_ = 0;
+  bool ended_ = false;
 };
 
 // The smoke test run. bad: torch_npu's add_dynamo_methods() replaces

@@ -351,6 +351,18 @@ class TraceBuilder {
     append_record(r);
   }
 
+  // How the process ended (ProcessEnd); a trace without one was cut short.
+  void add_process_end(uint32_t how, int64_t status = 0, int signal = 0, uint64_t time_ns = 0) {
+    wire::ByteBuf r;
+    auto m = wire::begin_message(r, F::Record::process_end);
+    wire::put_uint(r, F::ProcessEnd::how, how);
+    wire::put_sint64_as_int64(r, F::ProcessEnd::status, status);
+    wire::put_uint(r, F::ProcessEnd::signal, static_cast<uint64_t>(signal));
+    wire::put_uint(r, F::ProcessEnd::time_ns, time_ns);
+    wire::end_message(r, m);
+    append_record(r);
+  }
+
   // Appends raw bytes as one Trace.record entry (for unknown-field and corruption tests).
   void add_raw_record(const std::vector<uint8_t>& record_body) {
     wire::ByteBuf r;

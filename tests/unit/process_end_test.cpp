@@ -1,0 +1,189 @@
+// How processes ended (ProcessEnd) and different process layouts: the reader keeps the
+// last end record; diff ranks a bad process cut short first and compares it only up to
+// where it stopped; processes pair by role, and unpaired layouts are compared pooled.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "diff.h"
+#include "diff_runs.h"
+#include "records.h"
+#include "trace_reader.h"
+
+namespace imptrace {
+namespace {
+
+using diff::Finding;
+using diff::Severity;
+using testing::npugraph_run;
+using testing::RunBuilder;
+using testing::Variation;
+namespace End = fields::ProcessEnd;
+
+std::string dump(const diff::Result& r) {
+  std::ostringstream s;
+  diff::write_text(r, s, false);
+  return s.str();
+}
+
+// A process importing `names` in order (one per tick), then ending as `end` says
+// (how < 0: no end record).
+model::Process run_of(const std::vector<std::string>& names, int how, int64_t status = 0, int sig = 0,
+                      int64_t pid = 1000) {
+  Variation v;
+  v.pid = pid;
+  v.argv = {"/usr/bin/python3", "story.py"};
+  RunBuilder b(v);
+  uint64_t t = 1;
+  for (const auto& n : names) b.import(n, "/usr/lib/python3/" + n + ".py", t++ * 10, 5);
+  if (how < 0) b.cut_short();
+  else b.end(static_cast<uint32_t>(how), status, sig);
+  return b.process();
+}
+
+std::vector<const Finding*> all(const diff::Result& r) {
+  std::vector<const Finding*> out;
+  for (const auto& f : r.findings) {
+    out.push_back(&f);
+    for (const auto& x : f.related) out.push_back(&x);
+  }
+  return out;
+}
+
+TEST(ProcessEnd, ReaderKeepsTheLastEndRecordAndNoneWithout) {
+  model::Process exited = run_of({"os"}, End::EXIT, 3);
+  EXPECT_EQ(exited.end.how, model::ProcessEnd::How::Exit);
+  EXPECT_EQ(exited.end.status, 3);
+  EXPECT_FALSE(model::ended_abnormally(exited.end));
+
+  Variation v;
+  RunBuilder b(v);
+  b.import("os", "/usr/lib/python3/os.py", 1, 1);
+  b.end(End::EXEC);          // an exec that failed...
+  b.end(End::SIGNAL, 0, 11);  // ...and the process's real end
+  model::Process p = b.process();
+  EXPECT_EQ(p.end.how, model::ProcessEnd::How::Signal);
+  EXPECT_EQ(p.end.signal, 11);
+  EXPECT_TRUE(model::ended_abnormally(p.end));
+  EXPECT_EQ(model::end_text(p.end), "killed by SIGSEGV (signal 11)");
+
+  model::Process cut = run_of({"os"}, -1);
+  EXPECT_EQ(cut.end.how, model::ProcessEnd::How::None);
+  EXPECT_TRUE(model::ended_abnormally(cut.end));
+  EXPECT_EQ(std::string(model::end_how_name(cut.end.how)), "none");
+}
+
+TEST(ProcessEnd, KilledBadProcessIsFirstAndNothingItNeverReachedIsMissing) {
+  std::vector<model::Process> good{run_of({"os", "json", "csv", "decimal", "tarfile"}, End::EXIT, 0)};
+  std::vector<model::Process> bad{run_of({"os", "json"}, -1, 0, 0, 2000)};
+  diff::Result r = diff::diff_runs(good, bad);
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].kind, "process_ended_abnormally") << dump(r);
+  EXPECT_EQ(r.findings[0].severity, Severity::Error);
+  EXPECT_NE(r.findings[0].summary.find("no end record"), std::string::npos) << r.findings[0].summary;
+  EXPECT_EQ(r.exit_status(), 1);
+  bool unreached = false;
+  for (const Finding* f : all(r)) {
+    EXPECT_FALSE(f->kind == "module_missing" && f->severity != Severity::Info) << dump(r);
+    if (f->kind == "module_missing" && f->summary.find("not reached") != std::string::npos) {
+      unreached = true;
+      EXPECT_NE(f->good.find("tarfile"), std::string::npos) << f->good;
+    }
+  }
+  EXPECT_TRUE(unreached) << dump(r);
+}
+
+TEST(ProcessEnd, WhatWasSkippedBeforeTheEndIsStillMissing) {
+  std::vector<model::Process> good{run_of({"os", "yaml", "json", "csv"}, End::EXIT, 0)};
+  std::vector<model::Process> bad{run_of({"os", "json"}, End::SIGNAL, 0, 6, 2000)};
+  diff::Result r = diff::diff_runs(good, bad);
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].kind, "process_ended_abnormally");
+  EXPECT_NE(r.findings[0].summary.find("SIGABRT"), std::string::npos) << r.findings[0].summary;
+  bool yaml_missing = false;
+  for (const Finding* f : all(r)) {
+    if (f->kind == "module_missing" && f->severity == Severity::Warning) {
+      EXPECT_EQ(f->module, "yaml") << dump(r);
+      yaml_missing = true;
+    }
+  }
+  EXPECT_TRUE(yaml_missing) << dump(r);
+}
+
+TEST(ProcessEnd, NonZeroExitOrBothCutShortIsNoAbnormalEnd) {
+  std::vector<model::Process> good{run_of({"os", "json"}, End::EXIT, 0)};
+  std::vector<model::Process> failed{run_of({"os", "json"}, End::EXIT, 1, 0, 2000)};
+  std::vector<model::Process> os_exit{run_of({"os", "json"}, End::OS_EXIT, 0, 0, 2000)};
+  for (const auto* bad : {&failed, &os_exit}) {
+    diff::Result r = diff::diff_runs(good, *bad);
+    EXPECT_EQ(r.exit_status(), 0) << dump(r);
+  }
+  std::vector<model::Process> g_cut{run_of({"os", "json"}, -1)}, b_cut{run_of({"os"}, -1, 0, 0, 2000)};
+  diff::Result r = diff::diff_runs(g_cut, b_cut);
+  for (const Finding* f : all(r)) EXPECT_NE(f->kind, "process_ended_abnormally") << dump(r);
+}
+
+// pytest run serially against pytest -n 2: the tests (and the replacement) happen in the
+// workers of one run and in the main process of the other.
+std::vector<model::Process> xdist_run(bool bad) {
+  Variation main;
+  main.pid = 3000;
+  main.argv = {"/usr/bin/python3.10", "-m", "pytest", main.workspace + "/npugraph_ex/tests/smoke/stream_test.py",
+               "-p", "xdist", "-n", "2"};
+  RunBuilder m(main);
+  m.import("os", "/usr/lib/python3.10/os.py", 1, 5);
+  m.import("json", "/usr/lib/python3.10/json/__init__.py", 10, 5);
+  std::vector<model::Process> run{m.process()};
+  for (const char* w : {"gw0", "gw1"}) {
+    Variation v;
+    v.pid = w[2] == '0' ? 3001 : 3002;
+    v.xdist_worker = w;
+    v.argv = {"/usr/bin/python3.10", "-c", "import sys;exec(eval(sys.stdin.readline()))"};
+    run.push_back(npugraph_run(bad, v));
+  }
+  return run;
+}
+
+TEST(ProcessLayouts, PytestMainPairsWithPytestMainWhateverItsOptions) {
+  Variation serial;
+  Variation xdist;
+  xdist.argv = {"/usr/bin/python3.10", "-m", "pytest", xdist.workspace + "/x.py", "-n", "2"};
+  EXPECT_EQ(diff::process_role_class(npugraph_run(false, serial)), "pytest main");
+  EXPECT_EQ(diff::process_role_class(npugraph_run(false, xdist)), "pytest main");
+  Variation worker;
+  worker.xdist_worker = "gw1";
+  EXPECT_EQ(diff::process_role_class(npugraph_run(false, worker)), "xdist worker");
+  Variation child;
+  child.argv = {"/usr/bin/python3", "tools/helper.py", "--pytest"};
+  EXPECT_EQ(diff::process_role_class(npugraph_run(false, child)), "");
+}
+
+TEST(ProcessLayouts, SerialGoodAgainstXdistBadFindsTheReplacementInAWorker) {
+  std::vector<model::Process> good{npugraph_run(false, Variation())};
+  std::vector<model::Process> bad = xdist_run(true);
+  diff::Result r = diff::diff_runs(good, bad);
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].kind, "sys_modules_replaced") << dump(r);
+  EXPECT_EQ(r.findings[0].module, "npugraph_ex");
+  // The main processes are paired; the workers are a layout difference, not a warning.
+  for (const Finding* f : all(r))
+    EXPECT_FALSE((f->kind == "process_added" || f->kind == "process_missing") && f->severity != Severity::Info)
+        << dump(r);
+}
+
+TEST(ProcessLayouts, XdistGoodAgainstSerialBadFindsTheReplacementInTheMain) {
+  std::vector<model::Process> good = xdist_run(false);
+  std::vector<model::Process> bad{npugraph_run(true, Variation())};
+  diff::Result r = diff::diff_runs(good, bad);
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].kind, "sys_modules_replaced") << dump(r);
+  EXPECT_EQ(r.findings[0].module, "npugraph_ex");
+}
+
+TEST(ProcessLayouts, SameLayoutIsNotPooledAndStaysClean) {
+  diff::Result r = diff::diff_runs(xdist_run(false), xdist_run(false));
+  EXPECT_EQ(r.exit_status(), 0) << dump(r);
+}
+
+}  // namespace
+}  // namespace imptrace
