@@ -181,7 +181,7 @@ def test_same_file_is_never_a_changed_origin(tmp_path):
     """A package directory on sys.path executes files twice (a real misconfiguration): the
     duplicate is found; the same file seen through two sys.path entries is not a new origin."""
     good = trace_script(tmp_path, "good", DEBIAN, "import yaml\n")
-    bad = trace_script(tmp_path, "bad", DEBIAN, "import yaml, reader\n",
+    bad = trace_script(tmp_path, "bad", DEBIAN, "import yaml, error\n",
                        env={"PYTHONPATH": "/usr/lib/python3/dist-packages/yaml"})
     rc, d = diff_json(good, bad)
     kinds = [f["kind"] for f in d["findings"]]
