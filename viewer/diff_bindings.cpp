@@ -230,8 +230,8 @@ void compare_accesses(const Group& g, const Group& b, Findings& out) {
     out.add(std::move(f));
   }
   if (in_reporting) {
-    Finding f = new_finding(Kind::FailureReporting, Severity::Info, *reporting_keys.begin(), role, UINT64_MAX - 1);
-    f.story = "";  // its own entry, never folded into a key's story
+    // About no one key: its own entry, never folded into a key's story.
+    Finding f = new_finding(Kind::FailureReporting, Severity::Info, "", role, UINT64_MAX - 1);
     std::string keys;
     size_t n = 0;
     for (const auto& k : reporting_keys) {
@@ -241,7 +241,7 @@ void compare_accesses(const Group& g, const Group& b, Findings& out) {
     f.summary = std::to_string(in_reporting) + " failed lookup" + (in_reporting == 1 ? "" : "s") +
                 " through " + keys + " happened inside failure reporting (the test runner formatting a " +
                 "failure: inspect.getmodule, traceback): consequences of the failure, not causes";
-    f.bad = f.summary;
+    f.bad = std::to_string(in_reporting) + " failed lookup" + (in_reporting == 1 ? "" : "s") + " through " + keys;
     f.good = "no failure was reported this way";
     f.tests = reporting_tests;
     if (!reporting_tests.empty()) f.test = reporting_tests[0];

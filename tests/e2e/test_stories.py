@@ -289,3 +289,41 @@ def test_pytest_collection_of_thousands_twice_is_clean(tmp_path):
     assert rc == 0, loud(d["findings"])[:3]
     show = viewer("show", runs[0]).stdout.split("anomalies:")
     assert len(show) == 1 or "__path__" not in show[1]
+
+
+# ---- the seed scenario: its cause first, nothing loud it did not cause -----------------
+
+def _scenario(py, build, workdir, runner):
+    from e2e_util import LIB, SCENARIO
+    import sys
+    args = [sys.executable, SCENARIO, "--build", build, "--workdir", str(workdir), "--python", py,
+            "--runner", runner, "--env", "LD_PRELOAD=" + LIB, "--env", "IMPTRACE_OUTPUT=%s/traces/" % workdir]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert (r.returncode == 0) == (build == "good"), r.stdout[-2000:] + r.stderr[-2000:]
+    return str(workdir / "traces")
+
+
+@pytest.mark.parametrize("runner", ["pytest", "unittest"])
+@pytest.mark.parametrize("py", PYS, ids=ident)
+def test_seed_scenario_cause_first_and_nothing_else_loud(py, runner, tmp_path):
+    """Failure reporting (pytest's and unittest's) imports modules and reads __file__ from
+    every proxy in sys.modules: none of that is a cause. What is loud is the scenario's own
+    story: npugraph_ex replaced by torch_npu's proxy, and what follows from it."""
+    if runner == "pytest" and not has(py, "pytest"):
+        pytest.skip("no pytest for " + py)
+    good = _scenario(py, "good", tmp_path / "good", runner)
+    bad = _scenario(py, "bad", tmp_path / "bad", runner)
+    rc, d = diff_json(good, bad)
+    assert rc == 1
+    top = d["findings"][0]
+    assert top["kind"] == "sys_modules_replaced" and top["module"] == "npugraph_ex", top["summary"]
+    others = [f for f in loud(d["findings"][1:])
+              if not (f["module"].startswith("npugraph_ex") or f["module"].startswith("torch_npu"))]
+    assert not others, [(f["kind"], f["module"], f["summary"]) for f in others][:5]
+    # inspect.getmodule's __file__ probes of py.* while the failure was reported: one info
+    # entry below the causes, never an entry per proxy.
+    assert not [f for f in d["findings"] if f["kind"] == "proxy_forward_failed" and f["module"].startswith("py.")]
+    reporting = [f for f in d["findings"] if f["kind"] == "failure_reporting"]
+    assert len(reporting) <= 1 and all(f["severity"] == "info" for f in reporting)
+    if reporting:
+        assert d["findings"].index(reporting[0]) > max(i for i, f in enumerate(d["findings"]) if f in loud(d["findings"]))
