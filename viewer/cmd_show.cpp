@@ -2,7 +2,9 @@
 // imports (those that propagated listed, those their importer handled counted unless
 // --all) and the anomalies worth a look (sys.modules rewritten by non-import code,
 // proxies under sys.modules keys, children not bound where expected, failed proxy
-// accesses), and what the tracer itself had to say.
+// accesses), and what the tracer itself had to say. What normal Python does (repeat
+// imports, children bound when their outer import finished, probes answered with
+// AttributeError, lookups during failure reporting) is counted apart, never an anomaly.
 #include <cstdint>
 #include <iostream>
 #include <map>
