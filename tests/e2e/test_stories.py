@@ -327,3 +327,58 @@ def test_seed_scenario_cause_first_and_nothing_else_loud(py, runner, tmp_path):
     assert len(reporting) <= 1 and all(f["severity"] == "info" for f in reporting)
     if reporting:
         assert d["findings"].index(reporting[0]) > max(i for i, f in enumerate(d["findings"]) if f in loud(d["findings"]))
+
+
+# ---- show: normal Python is not an anomaly ---------------------------------------------
+
+@pytest.mark.parametrize("py", PYS, ids=ident)
+def test_reentry_during_initialisation_is_no_anomaly_and_no_import(py, tmp_path):
+    """A package's __getattr__ imports its child again while the child initialises (as
+    scipy's does for scipy.stats): the inner import finds the module already loaded and its
+    child is bound on the parent when the outer import finishes. Neither is an anomaly."""
+    code = """\
+        import os, sys
+        pkg = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pkg")
+        os.makedirs(pkg, exist_ok=True)
+        with open(os.path.join(pkg, "__init__.py"), "w") as f:
+            f.write("import importlib\\ndef __getattr__(name):\\n    return importlib.import_module(__name__ + '.' + name)\\n")
+        with open(os.path.join(pkg, "sub.py"), "w") as f:
+            f.write("import pkg\\nVALUE = 1\\nassert pkg.sub.VALUE == 1\\n")
+        sys.path.insert(0, os.path.dirname(pkg))
+        import pkg.sub
+        assert pkg.sub is sys.modules["pkg.sub"]
+        """
+    d = trace_script(tmp_path, "reentry", py, code)
+    show = viewer("show", d).stdout
+    anomalies = show.split("anomalies:")[-1] if "anomalies:" in show else ""
+    assert "pkg.sub not bound" not in anomalies, show
+    assert "repeat imports that found the module already loaded" in show, show
+    imported = [im for im in export_json(d)["processes"][0]["imports"] if im["name"] == "pkg.sub"]
+    assert len(imported) == 2, imported
+
+
+@pytest.mark.parametrize("py", PYS, ids=ident)
+def test_dunder_probes_through_a_module_getattr_are_no_anomaly(py, tmp_path):
+    """`from mod import name` asks a module with a PEP 562 __getattr__ for __path__ (and
+    hasattr() probes ask for dunders): AttributeError is the expected answer, not an
+    anomaly. A name the program needed that __getattr__ could not give still is one."""
+    code = """\
+        import os, sys
+        here = os.path.dirname(os.path.abspath(__file__))
+        with open(os.path.join(here, "lazymod.py"), "w") as f:
+            f.write("def __getattr__(name):\\n    if name == 'heavy':\\n        return 42\\n"
+                    "    raise AttributeError(name)\\n")
+        sys.path.insert(0, here)
+        from lazymod import heavy
+        import lazymod
+        hasattr(lazymod, "__wrapped__")
+        try:
+            lazymod.missing_feature
+        except AttributeError:
+            pass
+        """
+    d = trace_script(tmp_path, "probes", py, code)
+    show = viewer("show", d).stdout
+    anomalies = show.split("anomalies:")[-1] if "anomalies:" in show else ""
+    assert "__path__" not in anomalies and "__wrapped__" not in anomalies, show
+    assert ".missing_feature on module 'lazymod'" in anomalies, show
