@@ -1,5 +1,5 @@
 // Identity findings: what sat under a sys.modules key (sys_modules_replaced,
-// proxy_in_sys_modules) and module objects that are not one per file and name
+// proxy_in_sys_modules, import_blocked) and module objects that are not one per file and name
 // (duplicate_module).
 #include <algorithm>
 
@@ -154,8 +154,8 @@ void compare_key_histories(const Group& g, const Group& b, Findings& out) {
         auto blocker = std::find_if(be.begin(), be.end(),
                                     [](const EntryText& e) { return model::is_import_blocker(e.obj); });
         if (blocker != be.end()) blocked_finding(k, *blocker, be, nullptr, *bad.proc, role, out);
-        else if (bh.has_proxy) proxy_finding(k, be, nullptr, *bad.proc, role, out);
-        else if (be.size() > 1) replaced_finding(k, be, nullptr, *bad.proc, role, out);
+        if (bh.has_proxy) proxy_finding(k, be, nullptr, *bad.proc, role, out);
+        else if (blocker == be.end() && be.size() > 1) replaced_finding(k, be, nullptr, *bad.proc, role, out);
         return;
       }
       std::vector<EntryText> ge = materialize(*gp, *gh);
