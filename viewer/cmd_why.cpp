@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "key_history.h"
+#include "proxy_decision.h"
 
 namespace imptrace {
 namespace {
@@ -150,6 +151,8 @@ void why_json(const WhyReport& r, std::ostream& out, bool pretty) {
     w.field_or_null("replaced_by", optional_token(e.replaced_by));
     w.field("process", e.process);
     w.field("is_proxy", e.object.is_proxy());
+    // sys.modules[name] = None: `import name` raises ImportError while it sits there.
+    w.field("blocked", model::is_import_blocker(e.object));
     w.field_or_null("name", e.object.name);
     w.key("replaced_at");
     write_location_json(w, e.replaced_by.present ? e.replaced_at : model::Location{});

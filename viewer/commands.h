@@ -105,6 +105,20 @@ struct Anomaly {
 };
 // In show's order: by kind as listed above, then record order.
 std::vector<Anomaly> find_anomalies(const model::Process& p);
+// What normal Python does that find_anomalies leaves out, counted for show's summary.
+// A failed access that is a probe: a dunder (__path__, __file__, ...) or a pytest
+// discovery name (_pytest*, pytest_*) answered with AttributeError, which hasattr(),
+// inspect, the import system's fromlist handling and pytest's collection expect; or any
+// access made while a test runner reported a failure
+// (failure_reporting.h).
+bool is_expected_access_failure(const model::ProxyAccess& a);
+// Per binding of p.bindings: a "missing" child recorded while the child's or the parent's
+// own import was still running (a re-entry: the import system binds the child when the
+// outermost import of it finishes), with a later record that finds it bound.
+std::vector<bool> bound_later(const model::Process& p);
+// Per import of p.imports: it found the module already loaded (an earlier import of the
+// same name returned the same object), so it is a lookup, not another import.
+std::vector<bool> repeat_imports(const model::Process& p);
 // `all_failures`: list every failed import (without it, those their importer handled are
 // only counted and each list stops at 20).
 void show_text(const std::vector<model::Process>& procs, std::ostream& out, bool all_failures = false);

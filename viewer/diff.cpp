@@ -28,6 +28,7 @@ const char* kind_name(Kind k) {
     case Kind::BindingOnProxy: return "binding_on_proxy";
     case Kind::BindingMismatch: return "binding_mismatch";
     case Kind::ProxyForwardFailed: return "proxy_forward_failed";
+    case Kind::ImportBlocked: return "import_blocked";
     case Kind::ImportFailed: return "import_failed";
     case Kind::DuplicateModule: return "duplicate_module";
     case Kind::ProcessMissing: return "process_missing";
@@ -38,6 +39,7 @@ const char* kind_name(Kind k) {
     case Kind::OriginChanged: return "origin_changed";
     case Kind::ImportOrderChanged: return "import_order_changed";
     case Kind::ImportSlower: return "import_slower";
+    case Kind::FailureReporting: return "failure_reporting";
   }
   return "unknown";
 }

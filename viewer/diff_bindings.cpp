@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "diff_compare.h"
+#include "failure_reporting.h"
 
 namespace imptrace {
 namespace diff {
@@ -156,8 +157,25 @@ void compare_accesses(const Group& g, const Group& b, Findings& out) {
   for (const auto& kv : b.access_sigs)
     if (!g.access_sigs.count(kv.first) && !kv.second.front().second->a->ok) sigs.push_back(kv.first);
   std::sort(sigs.begin(), sigs.end());
+  // Lookups made while a test runner formatted a failure (failure_reporting.h): one entry.
+  size_t in_reporting = 0;
+  std::set<std::string> reporting_keys;
+  std::vector<std::string> reporting_tests;
+  Location reporting_at;
   for (uint64_t sig : sigs) {
     const auto& all = b.access_sigs.at(sig);
+    if (model::in_failure_reporting(all.front().second->a->stack)) {
+      for (const auto& x : all) {
+        ++in_reporting;
+        reporting_keys.insert(std::string(x.second->story));
+        const std::string& t = x.second->a->test;
+        if (!t.empty() && std::find(reporting_tests.begin(), reporting_tests.end(), t) == reporting_tests.end())
+          reporting_tests.push_back(t);
+        if (reporting_at.empty() && !x.second->a->stack.empty())
+          reporting_at = x.first->norm->loc(x.second->a->stack[0]);
+      }
+      continue;
+    }
     const AccessFact& af = *all.front().second;
     const ProcFacts& pf = *all.front().first;
     const model::ProxyAccess& a = *af.a;
@@ -209,6 +227,25 @@ void compare_accesses(const Group& g, const Group& b, Findings& out) {
     }
     for (size_t i = 0; i < a.stack.size() && f.where.size() < 4; ++i)
       if (!model::is_importlib_frame(a.stack[i])) f.where.push_back(pf.norm->loc(a.stack[i]));
+    out.add(std::move(f));
+  }
+  if (in_reporting) {
+    // About no one key: its own entry, never folded into a key's story.
+    Finding f = new_finding(Kind::FailureReporting, Severity::Info, "", role, UINT64_MAX - 1);
+    std::string keys;
+    size_t n = 0;
+    for (const auto& k : reporting_keys) {
+      if (n++ == 5) { keys += ", ..."; break; }
+      keys += (keys.empty() ? "" : ", ") + k;
+    }
+    f.summary = std::to_string(in_reporting) + " failed lookup" + (in_reporting == 1 ? "" : "s") +
+                " through " + keys + " happened inside failure reporting (the test runner formatting a " +
+                "failure: inspect.getmodule, traceback): consequences of the failure, not causes";
+    f.bad = std::to_string(in_reporting) + " failed lookup" + (in_reporting == 1 ? "" : "s") + " through " + keys;
+    f.good = "no failure was reported this way";
+    f.tests = reporting_tests;
+    if (!reporting_tests.empty()) f.test = reporting_tests[0];
+    if (!reporting_at.empty()) f.where.push_back(reporting_at);
     out.add(std::move(f));
   }
 }

@@ -5,6 +5,8 @@
 #include "commands.h"
 #include "diff_compare.h"
 
+#include "proxy_decision.h"
+
 namespace imptrace {
 namespace diff {
 
@@ -33,6 +35,7 @@ std::string object_kind(const ObjectRef& o) {
 // "module 'a' (a/__init__.py)" or "pkg.Lazy 'a' [proxy]": structural, no token.
 std::string describe(const ObjectRef& o, const std::string& origin) {
   if (!o.present) return "nothing";
+  if (model::is_import_blocker(o)) return "None (blocks the import)";
   std::string s = object_kind(o);
   if (!o.name.empty()) s += " '" + o.name + "'";
   if (o.is_proxy()) s += " [proxy]";

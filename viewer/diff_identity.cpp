@@ -1,15 +1,38 @@
 // Identity findings: what sat under a sys.modules key (sys_modules_replaced,
-// proxy_in_sys_modules) and module objects that are not one per file and name
+// proxy_in_sys_modules, import_blocked) and module objects that are not one per file and name
 // (duplicate_module).
 #include <algorithm>
 
 #include "commands.h"
 #include "diff_compare.h"
+#include "proxy_decision.h"
 
 namespace imptrace {
 namespace diff {
 
 namespace {
+
+// `sys.modules[key] = None`: the documented way to make `import key` raise ImportError.
+// Its own story, not an identity error: only in bad, it can explain an import_failed.
+void blocked_finding(const std::string& key, const EntryText& e, const std::vector<EntryText>& bh,
+                     const std::vector<EntryText>* gh, const ProcFacts& pf, const std::string& role,
+                     Findings& out) {
+  Finding f;
+  f.kind = Kind::ImportBlocked;
+  f.severity = Severity::Warning;
+  f.module = key;
+  f.story = key;
+  f.process = role;
+  f.order = first_pos(pf, key);
+  f.summary = "sys.modules['" + key + "'] = None blocks `import " + key + "` (ImportError)";
+  if (!e.set_by.empty()) f.summary += ", set at " + format_location(e.set_by);
+  f.good = gh ? history_text(*gh) : "nothing under this key";
+  f.bad = history_text(bh);
+  f.where = e.stack;
+  if (f.where.empty() && !e.set_by.empty()) f.where.push_back(e.set_by);
+  f.test = e.test;
+  out.add(std::move(f));
+}
 
 void replaced_finding(const std::string& key, const std::vector<EntryText>& bh,
                       const std::vector<EntryText>* gh, const ProcFacts& pf, const std::string& role,
@@ -31,6 +54,10 @@ void replaced_finding(const std::string& key, const std::vector<EntryText>& bh,
       ++i;
   }
   const std::string k = "sys.modules['" + key + "']";
+  if (i < bh.size() && model::is_import_blocker(bh[i].obj)) {
+    blocked_finding(key, bh[i], bh, gh, pf, role, out);
+    return;
+  }
   if (i < bh.size()) {
     const EntryText& e = bh[i];
     f.severity = Severity::Error;
@@ -124,8 +151,11 @@ void compare_key_histories(const Group& g, const Group& b, Findings& out) {
       if (!gh) {
         // A key the good run never had: only a proxy or a replacement is worth an
         // identity finding (plain additions are module_added).
+        auto blocker = std::find_if(be.begin(), be.end(),
+                                    [](const EntryText& e) { return model::is_import_blocker(e.obj); });
+        if (blocker != be.end()) blocked_finding(k, *blocker, be, nullptr, *bad.proc, role, out);
         if (bh.has_proxy) proxy_finding(k, be, nullptr, *bad.proc, role, out);
-        else if (be.size() > 1) replaced_finding(k, be, nullptr, *bad.proc, role, out);
+        else if (blocker == be.end() && be.size() > 1) replaced_finding(k, be, nullptr, *bad.proc, role, out);
         return;
       }
       std::vector<EntryText> ge = materialize(*gp, *gh);

@@ -14,6 +14,50 @@ namespace diff {
 
 namespace {
 
+// An absolute path with "//", "/./" and "dir/.." folded, so one file has one spelling.
+// Lexical only: the trace is read on another machine, the files need not exist here.
+std::string clean_absolute(const std::string& path) {
+  if (path.empty() || path[0] != '/') return path;
+  std::vector<std::string> parts;
+  size_t i = 0;
+  while (i < path.size()) {
+    size_t j = path.find('/', i);
+    if (j == std::string::npos) j = path.size();
+    std::string part = path.substr(i, j - i);
+    if (part == "..") {
+      if (!parts.empty()) parts.pop_back();
+    } else if (!part.empty() && part != ".") {
+      parts.push_back(std::move(part));
+    }
+    i = j + 1;
+  }
+  std::string out;
+  for (const auto& part : parts) out += "/" + part;
+  return out.empty() ? "/" : out;
+}
+
+// Where an origin sits relative to the OUTERMOST sys.path entry that contains it, and that
+// entry: with a package directory on sys.path too ("/dist-packages/yaml"), the innermost
+// entry would make "yaml/__init__.py" read "__init__.py", as if it were another file.
+struct RootedPath {
+  std::string root, rel;
+};
+RootedPath outer_rooted(const std::string& path, const std::vector<std::string>& roots) {
+  RootedPath best{"", path};
+  for (std::string r : roots) {
+    r = clean_absolute(r);
+    if (r.size() < 2 || r[0] != '/') continue;  // "/" says nothing; zip files and relative entries
+    if (path.size() > r.size() + 1 && path.compare(0, r.size(), r) == 0 && path[r.size()] == '/' &&
+        (best.root.empty() || r.size() < best.root.size()))
+      best = {r, path.substr(r.size() + 1)};
+  }
+  return best;
+}
+
+std::string rooted_text(const RootedPath& r) {
+  return r.root.empty() ? r.rel : r.rel + " under " + r.root;
+}
+
 std::string normalize_loader(const std::string& l) {
   // "<_frozen_importlib_external.SourceFileLoader object at 0x7f..>" -> without address.
   std::string out;
@@ -208,8 +252,18 @@ Finding changed_finding(Kind kind, std::string_view name, const char* how, const
 }  // namespace
 
 // Origin, loader and timing of modules both runs imported.
+// An origin changed only when the files differ by every measure: not the same absolute file
+// (after folding "//", "." and ".."), not the same path under the innermost sys.path entry
+// (an install moved to another prefix), not the same path under the outermost one (a
+// package directory also on sys.path). The finding names the entry each path is under.
 void compare_common(const Group& g, const Group& b, Findings& out) {
   const std::string& role = b.key;
+  std::unordered_map<const Process*, std::vector<std::string>> roots_of;
+  auto roots = [&](const Process* p) -> const std::vector<std::string>& {
+    auto it = roots_of.find(p);
+    if (it == roots_of.end()) it = roots_of.emplace(p, p->sys_path_roots()).first;
+    return it->second;
+  };
   for (size_t i = 0; i < b.mods->size(); ++i) {
     const ModFacts* bi = &b.mods->value(i);
     if (!bi->ok_facts) continue;
@@ -220,11 +274,18 @@ void compare_common(const Group& g, const Group& b, Findings& out) {
     const Import& gim = *gi->ok_facts->first_ok;
     PathNorm& bn = *bi->ok_process->norm;
     PathNorm& gn = *gi->ok_process->norm;
-    if (bn.view(bim.origin) != gn.view(gim.origin)) {
-      const std::string& bo = bn(bim.origin);
-      const std::string& go = gn(gim.origin);
-      Finding f = changed_finding(Kind::OriginChanged, name, "now comes from", "<no origin>", go, bo, bim,
-                                  b, role);
+    RootedPath br, gr;
+    bool origin_differs = bn.view(bim.origin) != gn.view(gim.origin) &&
+                          clean_absolute(bim.origin) != clean_absolute(gim.origin);
+    if (origin_differs) {
+      br = outer_rooted(clean_absolute(bim.origin), roots(bi->ok_process->p));
+      gr = outer_rooted(clean_absolute(gim.origin), roots(gi->ok_process->p));
+      origin_differs = br.root.empty() || gr.root.empty() || br.rel != gr.rel;
+    }
+    if (origin_differs) {
+      Finding f = changed_finding(Kind::OriginChanged, name, "now comes from", "<no origin>",
+                                  gim.origin.empty() ? std::string() : rooted_text(gr),
+                                  bim.origin.empty() ? std::string() : rooted_text(br), bim, b, role);
       Location l = bn.loc(bim.importer);
       if (!l.empty()) f.where.push_back(l);
       out.add(std::move(f));

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "proxy_decision.h"
 
 namespace imptrace {
 
@@ -23,6 +24,7 @@ std::string format_location(const model::Location& loc) {
 std::string describe_object(const model::ObjectRef& o) {
   if (!o.present) return "nothing";
   std::string s;
+  if (model::is_import_blocker(o)) return "None, blocking the import (" + model::object_token(o) + ")";
   if (o.is_plain_module()) s = "module";
   else s = o.type.empty() ? "object" : o.type;
   if (!o.name.empty()) s += " '" + o.name + "'";
@@ -64,6 +66,7 @@ void write_object_json(JsonWriter& w, const model::ObjectRef& o) {
   w.field("type", o.type);
   w.field("is_module", o.is_plain_module());
   w.field("is_proxy", o.is_proxy());
+  w.field("blocked", model::is_import_blocker(o));
   w.field_or_null("name", o.name);
   w.end_object();
 }

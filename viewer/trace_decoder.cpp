@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "prefault.h"
+#include "proxy_decision.h"
 #include "records.h"
 #include "wire.h"
 
@@ -818,6 +819,7 @@ bool decode_trace(ByteSource& src, model::Process& out, std::string& why) {
     out.warnings.push_back(plural(dec.undefined_string_uses(), "reference") +
                            " to undefined strings (shown as empty)");
   finish_imports(out);
+  model::decide_proxies(out);  // after the elided object fields are filled in
   return true;
 }
 

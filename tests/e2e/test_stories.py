@@ -181,7 +181,7 @@ def test_same_file_is_never_a_changed_origin(tmp_path):
     """A package directory on sys.path executes files twice (a real misconfiguration): the
     duplicate is found; the same file seen through two sys.path entries is not a new origin."""
     good = trace_script(tmp_path, "good", DEBIAN, "import yaml\n")
-    bad = trace_script(tmp_path, "bad", DEBIAN, "import yaml, reader\n",
+    bad = trace_script(tmp_path, "bad", DEBIAN, "import yaml, error\n",
                        env={"PYTHONPATH": "/usr/lib/python3/dist-packages/yaml"})
     rc, d = diff_json(good, bad)
     kinds = [f["kind"] for f in d["findings"]]
@@ -317,3 +317,96 @@ def test_pytest_collection_of_thousands_twice_is_clean(tmp_path):
     assert rc == 0, loud(d["findings"])[:3]
     show = viewer("show", runs[0]).stdout.split("anomalies:")
     assert len(show) == 1 or "__path__" not in show[1]
+
+
+# ---- the seed scenario: its cause first, nothing loud it did not cause -----------------
+
+def _scenario(py, build, workdir, runner):
+    from e2e_util import LIB, SCENARIO
+    import sys
+    args = [sys.executable, SCENARIO, "--build", build, "--workdir", str(workdir), "--python", py,
+            "--runner", runner, "--env", "LD_PRELOAD=" + LIB, "--env", "IMPTRACE_OUTPUT=%s/traces/" % workdir]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert (r.returncode == 0) == (build == "good"), r.stdout[-2000:] + r.stderr[-2000:]
+    return str(workdir / "traces")
+
+
+@pytest.mark.parametrize("runner", ["pytest", "unittest"])
+@pytest.mark.parametrize("py", PYS, ids=ident)
+def test_seed_scenario_cause_first_and_nothing_else_loud(py, runner, tmp_path):
+    """Failure reporting (pytest's and unittest's) imports modules and reads __file__ from
+    every proxy in sys.modules: none of that is a cause. What is loud is the scenario's own
+    story: npugraph_ex replaced by torch_npu's proxy, and what follows from it."""
+    if runner == "pytest" and not has(py, "pytest"):
+        pytest.skip("no pytest for " + py)
+    good = _scenario(py, "good", tmp_path / "good", runner)
+    bad = _scenario(py, "bad", tmp_path / "bad", runner)
+    rc, d = diff_json(good, bad)
+    assert rc == 1
+    top = d["findings"][0]
+    assert top["kind"] == "sys_modules_replaced" and top["module"] == "npugraph_ex", top["summary"]
+    others = [f for f in loud(d["findings"][1:])
+              if not (f["module"].startswith("npugraph_ex") or f["module"].startswith("torch_npu"))]
+    assert not others, [(f["kind"], f["module"], f["summary"]) for f in others][:5]
+    # inspect.getmodule's __file__ probes of py.* while the failure was reported: one info
+    # entry below the causes, never an entry per proxy.
+    assert not [f for f in d["findings"] if f["kind"] == "proxy_forward_failed" and f["module"].startswith("py.")]
+    reporting = [f for f in d["findings"] if f["kind"] == "failure_reporting"]
+    assert len(reporting) <= 1 and all(f["severity"] == "info" for f in reporting)
+    if reporting:
+        assert d["findings"].index(reporting[0]) > max(i for i, f in enumerate(d["findings"]) if f in loud(d["findings"]))
+
+
+# ---- show: normal Python is not an anomaly ---------------------------------------------
+
+@pytest.mark.parametrize("py", PYS, ids=ident)
+def test_reentry_during_initialisation_is_no_anomaly_and_no_import(py, tmp_path):
+    """A package's __getattr__ imports its child again while the child initialises (as
+    scipy's does for scipy.stats): the inner import finds the module already loaded and its
+    child is bound on the parent when the outer import finishes. Neither is an anomaly."""
+    code = """\
+        import os, sys
+        pkg = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pkg")
+        os.makedirs(pkg, exist_ok=True)
+        with open(os.path.join(pkg, "__init__.py"), "w") as f:
+            f.write("import importlib\\ndef __getattr__(name):\\n    return importlib.import_module(__name__ + '.' + name)\\n")
+        with open(os.path.join(pkg, "sub.py"), "w") as f:
+            f.write("import pkg\\nVALUE = 1\\nassert pkg.sub.VALUE == 1\\n")
+        sys.path.insert(0, os.path.dirname(pkg))
+        import pkg.sub
+        assert pkg.sub is sys.modules["pkg.sub"]
+        """
+    d = trace_script(tmp_path, "reentry", py, code)
+    show = viewer("show", d).stdout
+    anomalies = show.split("anomalies:")[-1] if "anomalies:" in show else ""
+    assert "pkg.sub not bound" not in anomalies, show
+    assert "repeat imports that found the module already loaded" in show, show
+    imported = [im for im in export_json(d)["processes"][0]["imports"] if im["name"] == "pkg.sub"]
+    assert len(imported) == 2, imported
+
+
+@pytest.mark.parametrize("py", PYS, ids=ident)
+def test_dunder_probes_through_a_module_getattr_are_no_anomaly(py, tmp_path):
+    """`from mod import name` asks a module with a PEP 562 __getattr__ for __path__ (and
+    hasattr() probes ask for dunders): AttributeError is the expected answer, not an
+    anomaly. A name the program needed that __getattr__ could not give still is one."""
+    code = """\
+        import os, sys
+        here = os.path.dirname(os.path.abspath(__file__))
+        with open(os.path.join(here, "lazymod.py"), "w") as f:
+            f.write("def __getattr__(name):\\n    if name == 'heavy':\\n        return 42\\n"
+                    "    raise AttributeError(name)\\n")
+        sys.path.insert(0, here)
+        from lazymod import heavy
+        import lazymod
+        hasattr(lazymod, "__wrapped__")
+        try:
+            lazymod.missing_feature
+        except AttributeError:
+            pass
+        """
+    d = trace_script(tmp_path, "probes", py, code)
+    show = viewer("show", d).stdout
+    anomalies = show.split("anomalies:")[-1] if "anomalies:" in show else ""
+    assert "__path__" not in anomalies and "__wrapped__" not in anomalies, show
+    assert ".missing_feature on module 'lazymod'" in anomalies, show

@@ -328,14 +328,19 @@ class TraceBuilder {
     append_record(r);
   }
 
+  // A class description; an empty Loc (no file) leaves that method out, as the tracer does
+  // for a class that does not define it in Python.
   void add_proxy_class(const std::string& type, const Loc& getattr_at,
-                       const std::string& defined_in, bool module_subclass = false) {
+                       const std::string& defined_in, bool module_subclass = false,
+                       const Loc& getattribute_at = Loc()) {
     uint32_t t = add_string(type), d = add_string(defined_in);
-    intern(getattr_at);
+    if (!getattr_at.file.empty()) intern(getattr_at);
+    if (!getattribute_at.file.empty()) intern(getattribute_at);
     wire::ByteBuf r;
     auto m = wire::begin_message(r, F::Record::proxy_class);
     wire::put_uint(r, F::ProxyClass::type, t);
-    put_location(r, F::ProxyClass::getattr_at, getattr_at);
+    if (!getattr_at.file.empty()) put_location(r, F::ProxyClass::getattr_at, getattr_at);
+    if (!getattribute_at.file.empty()) put_location(r, F::ProxyClass::getattribute_at, getattribute_at);
     wire::put_bool(r, F::ProxyClass::module_subclass, module_subclass);
     wire::put_uint(r, F::ProxyClass::defined_in, d);
     wire::end_message(r, m);

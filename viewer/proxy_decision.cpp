@@ -1,0 +1,69 @@
+// The viewer's rule for proxies (see proxy_decision.h).
+#include "proxy_decision.h"
+
+#include <unordered_map>
+#include <unordered_set>
+
+namespace imptrace {
+namespace model {
+
+namespace {
+
+constexpr uint32_t kPlainModule = 1u, kModuleSubclass = 2u, kProxy = 4u;
+
+bool is_module(const ObjectRef& o) { return o.present && (o.flags & (kPlainModule | kModuleSubclass)); }
+
+}  // namespace
+
+bool is_import_blocker(const ObjectRef& o) { return o.present && o.type == "NoneType"; }
+
+void decide_proxies(Process& p) {
+  // Classes the trace describes: does each forward by construction (a module type that
+  // overrides attribute lookup)?
+  std::unordered_map<std::string, bool> module_forwarding_class;
+  for (const auto& c : p.proxy_classes)
+    module_forwarding_class[c.type.str()] =
+        c.module_subclass && (!c.getattr_at.empty() || !c.getattribute_at.empty());
+  // Objects through which an access reached a module.
+  std::unordered_set<uint64_t> forwarded;
+  for (const auto& a : p.proxy_accesses) {
+    if (!a.proxy.present || a.kind == ProxyAccessKind::ModuleGetattr) continue;
+    if ((is_module(a.forwarded_to) && a.forwarded_to.id != a.proxy.id) ||
+        (a.ok && is_module(a.result) && a.result.id != a.proxy.id))
+      forwarded.insert(a.proxy.id);
+  }
+  auto decide = [&](ObjectRef& o) {
+    if (!o.present || !(o.flags & kProxy)) return;
+    bool proxy;
+    if (o.flags & kPlainModule || is_import_blocker(o)) {
+      proxy = false;
+    } else if (forwarded.count(o.id)) {
+      proxy = true;
+    } else {
+      auto c = module_forwarding_class.find(o.type.str());
+      proxy = c == module_forwarding_class.end() ? true : c->second;
+    }
+    if (!proxy) o.flags &= ~kProxy;
+  };
+  for (auto& im : p.imports) decide(im.object);
+  for (auto& c : p.modules_changes) {
+    decide(c.old_object);
+    decide(c.new_object);
+  }
+  for (auto& b : p.bindings) {
+    decide(b.bound_on);
+    decide(b.child);
+    decide(b.attribute_value);
+    // The tracer's ON_PROXY binding status follows its own mark.
+    if (b.status == BindingStatus::OnProxy && b.bound_on.present && !b.bound_on.is_proxy())
+      b.status = BindingStatus::Bound;
+  }
+  for (auto& a : p.proxy_accesses) {
+    decide(a.proxy);
+    decide(a.result);
+    decide(a.forwarded_to);
+  }
+}
+
+}  // namespace model
+}  // namespace imptrace

@@ -1,0 +1,29 @@
+// What the viewer calls a proxy. The tracer marks every non-plain-module object it finds
+// under a sys.modules key as a candidate (ObjectRef flag PROXY) and describes its class
+// (ProxyClass) and the attribute traffic through it (ProxyAccess); it cannot know at record
+// time what the object will do. The viewer decides from what the whole trace holds:
+//
+//   a proxy forwards attribute access to a module: its class is a ModuleType subclass that
+//   overrides __getattr__ or __getattribute__, or an access through it reached a module
+//   (forwarded_to, or a module as the result).
+//
+// So typing.io / typing.re on 3.8-3.11 (classes whose metaclass, typing._DeprecatedType,
+// overrides __getattribute__ to warn) are not proxies, and `sys.modules[x] = None` (the
+// documented way to block an import) is a blocked import, never a proxy.
+#pragma once
+
+#include "model.h"
+
+namespace imptrace {
+namespace model {
+
+// True for the None that blocks an import of its key (type NoneType).
+bool is_import_blocker(const ObjectRef& o);
+
+// Rewrites the PROXY bit (4) of every ObjectRef in `p` to the viewer's decision above.
+// A candidate whose class the trace does not describe (a trace written with proxy
+// instrumentation off) keeps the tracer's mark: nothing else is known about it.
+void decide_proxies(Process& p);
+
+}  // namespace model
+}  // namespace imptrace
