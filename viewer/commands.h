@@ -125,6 +125,11 @@ struct WhyEntry {  // one object that sat under sys.modules[M]
   std::string test;
   std::string loader;
   bool precise = true;                // false when seen only at an import boundary
+  // The import in progress when an assignment put it there (a module replacing itself):
+  // its name and importer (relativized); empty name when none.
+  std::string during_import;
+  model::Location during_importer;
+  std::vector<model::Location> reloads;  // where importlib.reload ran it again (relativized)
 };
 struct WhyChild {
   int64_t process = 0;
@@ -139,6 +144,7 @@ struct WhyImport {                    // each import of M (failed ones included)
   int64_t process = 0;
   model::Import import;
   model::Location importer;           // relativized
+  bool reentry = false;               // a lookup while an outer import of M initialises it
 };
 struct WhyReport {
   std::string module;

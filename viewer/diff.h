@@ -23,7 +23,7 @@
 //
 // Ranking (most likely root cause first): sys_modules_replaced, proxy_in_sys_modules,
 // binding_on_proxy, binding_mismatch, proxy_forward_failed, import_failed,
-// duplicate_module, process_missing, process_added, module_missing, module_added,
+// module_reloaded, duplicate_module, process_missing, process_added, module_missing, module_added,
 // loader_changed, origin_changed, import_order_changed, import_slower (the order of
 // `Kind`); then severity; then the position of the module's
 // first import in the bad run (earlier first). An import_failed its importer handled
@@ -56,6 +56,7 @@ enum class Kind {
   BindingMismatch,
   ProxyForwardFailed,
   ImportFailed,
+  ModuleReloaded,
   DuplicateModule,
   ProcessMissing,
   ProcessAdded,

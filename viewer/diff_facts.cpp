@@ -101,6 +101,10 @@ EntryText materialize(const ProcFacts& f, const KeyEntry& l) {
   else if (l.import) e.set_by = norm.loc(l.import->importer);
   if (const model::Str* test = l.test()) e.test = *test;
   e.removed = l.removed;
+  for (const model::ModulesChange* c : l.reloads) {
+    const Location* at = model::outside_importlib(c->stack);
+    e.reloads.push_back(at ? norm.loc(*at) : Location());
+  }
   return e;
 }
 
@@ -131,6 +135,7 @@ void build_key_facts(ProcFacts& f) {
       if (e.relation == model::Relation::SameAsKey) sig = mix(sig, hash_text(e.same_as_key));
       if (e.relation == model::Relation::SameAsEntry) sig = mix(sig, e.same_as_entry);
       sig = mix(sig, e.removed ? 11 : 13);
+      sig = mix(sig, 17 + e.reloads.size());
     }
     f.key_sig[k] = sig;
   }

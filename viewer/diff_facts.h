@@ -99,6 +99,7 @@ struct EntryText {
   std::vector<Location> stack;      // relativized, a few frames
   std::string test;
   bool removed = false;
+  std::vector<Location> reloads;    // where importlib.reload ran it again, relativized
 };
 
 struct ProcFacts;

@@ -1,5 +1,5 @@
 // Identity findings: what sat under a sys.modules key (sys_modules_replaced,
-// proxy_in_sys_modules) and module objects that are not one per file and name
+// proxy_in_sys_modules, module_reloaded) and module objects that are not one per file and name
 // (duplicate_module).
 #include <algorithm>
 
@@ -11,9 +11,11 @@ namespace diff {
 
 namespace {
 
+// `explained`: a module_reloaded finding already tells the difference when the entries
+// themselves match.
 void replaced_finding(const std::string& key, const std::vector<EntryText>& bh,
                       const std::vector<EntryText>* gh, const ProcFacts& pf, const std::string& role,
-                      Findings& out) {
+                      Findings& out, bool explained = false) {
   Finding f;
   f.kind = Kind::SysModulesReplaced;
   f.module = key;
@@ -31,6 +33,7 @@ void replaced_finding(const std::string& key, const std::vector<EntryText>& bh,
       ++i;
   }
   const std::string k = "sys.modules['" + key + "']";
+  if (explained && gh && i == bh.size() && i == gh->size()) return;
   if (i < bh.size()) {
     const EntryText& e = bh[i];
     f.severity = Severity::Error;
@@ -90,6 +93,61 @@ void proxy_finding(const std::string& key, const std::vector<EntryText>& bh,
   }
 }
 
+size_t reload_count(const std::vector<EntryText>& h) {
+  size_t n = 0;
+  for (const auto& e : h) n += e.reloads.size();
+  return n;
+}
+
+// importlib.reload executed the same module object again in place: a module_reloaded
+// finding when the runs reloaded the key a different number of times. A reload only in bad
+// is a warning: objects made from the first execution (classes, functions, names bound by
+// `from m import x`) stay as they were while the module holds new ones, so isinstance checks,
+// registries and identity comparisons can break; the user should find out why the module
+// was reloaded (the location says where). Fewer reloads in bad than in good are info.
+// Returns whether there was one.
+bool reload_finding(const std::string& key, const std::vector<EntryText>& bh,
+                    const std::vector<EntryText>* gh, const ProcFacts& pf, const std::string& role,
+                    Findings& out) {
+  const size_t nb = reload_count(bh), ng = gh ? reload_count(*gh) : 0;
+  if (nb == ng) return false;
+  Finding f;
+  f.kind = Kind::ModuleReloaded;
+  f.module = key;
+  f.story = key;
+  f.process = role;
+  f.order = first_pos(pf, key);
+  f.good = gh ? history_text(*gh) : "nothing under this key";
+  f.bad = history_text(bh);
+  auto times = [](size_t n) {
+    return n == 0 ? std::string("never") : n == 1 ? std::string("once") : std::to_string(n) + " times";
+  };
+  if (nb > ng) {
+    f.severity = Severity::Warning;
+    // The bad run's reloads past the good run's count.
+    size_t seen = 0;
+    for (const auto& e : bh)
+      for (const auto& at : e.reloads)
+        if (seen++ >= ng && !at.empty()) f.where.push_back(at);
+    for (const auto& e : bh)
+      if (!e.reloads.empty() && f.test.empty()) f.test = e.test;
+    f.summary = "module '" + key + "' reloaded (importlib.reload executed it again in place)";
+    if (!f.where.empty()) f.summary += " at " + format_location(f.where[0]);
+    f.summary += ": " + times(nb) + " in the bad run, " + times(ng) + " in the good run";
+    f.brief = "reloaded " + times(nb);
+  } else {
+    f.severity = Severity::Info;
+    f.summary = "module '" + key + "' reloaded " + times(ng) + " in the good run, " + times(nb) +
+                " in the bad run";
+    for (const auto& e : *gh)
+      for (const auto& at : e.reloads)
+        if (!at.empty()) f.where.push_back(at);
+    f.brief = "reloaded " + times(nb) + " (good: " + times(ng) + ")";
+  }
+  out.add(std::move(f));
+  return true;
+}
+
 }  // namespace
 
 // Keys whose history in bad has a structure good never had (in any of its processes).
@@ -124,6 +182,7 @@ void compare_key_histories(const Group& g, const Group& b, Findings& out) {
       if (!gh) {
         // A key the good run never had: only a proxy or a replacement is worth an
         // identity finding (plain additions are module_added).
+        reload_finding(k, be, nullptr, *bad.proc, role, out);
         if (bh.has_proxy) proxy_finding(k, be, nullptr, *bad.proc, role, out);
         else if (be.size() > 1) replaced_finding(k, be, nullptr, *bad.proc, role, out);
         return;
@@ -132,9 +191,10 @@ void compare_key_histories(const Group& g, const Group& b, Findings& out) {
       bool proxy_new = bh.has_proxy && !gh->has_proxy;
       bool replaced = be.size() > 1 || ge.size() > 1 ||
                       (!be.empty() && !ge.empty() && be[0].via_import != ge[0].via_import);
-      if (replaced) replaced_finding(k, be, &ge, *bad.proc, role, out);
+      bool reloaded = reload_finding(k, be, &ge, *bad.proc, role, out);
+      if (replaced) replaced_finding(k, be, &ge, *bad.proc, role, out, reloaded);
       if (proxy_new) proxy_finding(k, be, &ge, *bad.proc, role, out);
-      if (!replaced && !proxy_new) replaced_finding(k, be, &ge, *bad.proc, role, out);
+      if (!replaced && !proxy_new && !reloaded) replaced_finding(k, be, &ge, *bad.proc, role, out);
     });
   }
 }
