@@ -58,6 +58,10 @@ void add_entries(const Process& p, const model::KeyHistory& h, const std::vector
         e.reloads.push_back(model::relative_location(*at, roots));
       else
         e.reloads.push_back({});
+    for (const model::ModulesChange* c : ke.class_changes) {
+      const model::Location* at = model::outside_importlib(c->stack);
+      e.class_changes.push_back({c->new_object, at ? model::relative_location(*at, roots) : model::Location{}});
+    }
     e.removed = ke.removed;
     if (ke.removal) e.removed_at = first_frame(ke.removal->stack, roots);
     // Not removed and not the last: the next entry replaced it.
@@ -168,6 +172,12 @@ void why_json(const WhyReport& r, std::ostream& out, bool pretty) {
     w.begin_array();
     for (const auto& l : e.reloads) write_location_json(w, l);
     w.end_array();
+    w.object_array("class_changes", e.class_changes, [&](const WhyEntry::ClassChange& cc) {
+      w.field("type", cc.object.type);
+      w.field("is_proxy", cc.object.is_proxy());
+      w.key("where");
+      write_location_json(w, cc.where);
+    });
   });
 
   w.object_array("children", r.children, [&](const WhyChild& c) {
@@ -249,6 +259,13 @@ void why_text(const WhyReport& r, std::ostream& out) {
     if (!e.during_import.empty()) {
       out << "     during the import of " << e.during_import;
       if (!e.during_importer.empty()) out << " at " << format_location(e.during_importer);
+      out << "\n";
+    }
+    for (const auto& cc : e.class_changes) {
+      out << "     class changed to " << cc.object.type;
+      if (!cc.where.empty()) out << " at " << format_location(cc.where);
+      // Back to a plain module from another class: LazyLoader's load, run by this access.
+      if (cc.object.is_plain_module() && &cc != &e.class_changes.front()) out << " (this access loaded it)";
       out << "\n";
     }
     for (const auto& at : e.reloads)

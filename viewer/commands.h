@@ -130,6 +130,11 @@ struct WhyEntry {  // one object that sat under sys.modules[M]
   std::string during_import;
   model::Location during_importer;
   std::vector<model::Location> reloads;  // where importlib.reload ran it again (relativized)
+  struct ClassChange {
+    model::ObjectRef object;  // the object with the class it changed to
+    model::Location where;    // first frame outside importlib (relativized)
+  };
+  std::vector<ClassChange> class_changes;
 };
 struct WhyChild {
   int64_t process = 0;

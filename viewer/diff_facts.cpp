@@ -105,6 +105,10 @@ EntryText materialize(const ProcFacts& f, const KeyEntry& l) {
     const Location* at = model::outside_importlib(c->stack);
     e.reloads.push_back(at ? norm.loc(*at) : Location());
   }
+  for (const model::ModulesChange* c : l.class_changes) {
+    const Location* at = model::outside_importlib(c->stack);
+    e.class_changes.push_back({c->new_object.type, at ? norm.loc(*at) : Location()});
+  }
   return e;
 }
 
@@ -136,6 +140,10 @@ void build_key_facts(ProcFacts& f) {
       if (e.relation == model::Relation::SameAsEntry) sig = mix(sig, e.same_as_entry);
       sig = mix(sig, e.removed ? 11 : 13);
       sig = mix(sig, 17 + e.reloads.size());
+      for (const model::ModulesChange* c : e.class_changes) {
+        sig = mix(sig, c->new_object.is_plain_module() ? kModuleHash : hash_text(c->new_object.type));
+        sig = mix(sig, c->new_object.is_proxy() ? 19 : 23);
+      }
     }
     f.key_sig[k] = sig;
   }

@@ -100,6 +100,7 @@ struct EntryText {
   std::string test;
   bool removed = false;
   std::vector<Location> reloads;    // where importlib.reload ran it again, relativized
+  std::vector<std::pair<std::string, Location>> class_changes;  // (class, where), relativized
 };
 
 struct ProcFacts;

@@ -61,9 +61,28 @@ void replaced_finding(const std::string& key, const std::vector<EntryText>& bh,
                 "; the bad run did not";
     if (!e.set_by.empty()) f.where.push_back(e.set_by);
   } else {
-    // Same entries, different relation/removal details.
+    // Same entries, different class changes, relation or removal details.
     f.severity = Severity::Warning;
     f.summary = k + ": what sat under the name differs";
+    for (size_t j = 0; j < bh.size(); ++j) {
+      const auto& bc = bh[j].class_changes;
+      auto same_classes = [&](const std::vector<std::pair<std::string, Location>>& gc) {
+        if (gc.size() != bc.size()) return false;
+        for (size_t c = 0; c < gc.size(); ++c)
+          if (gc[c].first != bc[c].first) return false;
+        return true;
+      };
+      if (bc.empty() || (gh && j < gh->size() && same_classes((*gh)[j].class_changes))) continue;
+      f.summary = k + ": the same object changed its class in the bad run (";
+      for (size_t c = 0; c < bc.size(); ++c) {
+        f.summary += (c ? ", then " : "") + bc[c].first;
+        if (!bc[c].second.empty()) f.summary += " at " + format_location(bc[c].second);
+      }
+      f.summary += "); the good run: " + (gh && j < gh->size() ? history_text({(*gh)[j]}) : std::string("nothing"));
+      for (const auto& cc : bc)
+        if (!cc.second.empty()) f.where.push_back(cc.second);
+      break;
+    }
   }
   out.add(std::move(f));
 }

@@ -144,9 +144,13 @@ void ModulesHistory::apply(const ModulesChange& c) {
     }
   }
   if (c.op == ChangeOp::Set && c.new_object.present) {
-    auto same = [&](const ObjectRef& o) { return o.id == c.new_object.id && o.type == c.new_object.type; };
+    // The object as it is now: its class is the last class change's, if any.
+    auto same = [&](const KeyEntry& e) {
+      const ObjectRef& now = e.class_changes.empty() ? *e.object : e.class_changes.back()->new_object;
+      return now.id == c.new_object.id && now.type == c.new_object.type;
+    };
     if (c.by_import_system && !own_import) {
-      if (h.current >= 0 && same(*h.entries[h.current].object)) {
+      if (h.current >= 0 && same(h.entries[h.current])) {
         h.entries[h.current].reloads.push_back(&c);
         return;
       }
@@ -154,7 +158,7 @@ void ModulesHistory::apply(const ModulesChange& c) {
       if (h.current < 0 && !h.entries.empty()) {
         KeyEntry& last = h.entries.back();
         if (last.removal && last.removal->op == ChangeOp::Delete && last.removal->by_import_system &&
-            same(*last.object)) {
+            same(last)) {
           last.removed = false;
           last.removal = nullptr;
           last.reloads.push_back(&c);
@@ -163,7 +167,16 @@ void ModulesHistory::apply(const ModulesChange& c) {
         }
       }
     }
-    if (h.current >= 0 && same(*h.entries[h.current].object)) return;
+    if (h.current >= 0) {
+      KeyEntry& now = h.entries[h.current];
+      if (now.object->id == c.new_object.id) {
+        if (!same(now)) {
+          now.class_changes.push_back(&c);
+          if (c.new_object.is_proxy()) h.has_proxy = true;
+        }
+        return;
+      }
+    }
     KeyEntry& e = push(h, c.key, c.new_object, c.by_import_system, c.time_ns);
     e.change = &c;
     e.during = in;

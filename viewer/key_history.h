@@ -8,7 +8,8 @@
 //   was lost. A plain module is taken to have come from the import system, anything else
 //   from an assignment.
 // - Setting the object already there is no news, unless its class changed (a __class__
-//   assignment: LazyLoader's _LazyModule and back); that is a new entry.
+//   assignment: LazyLoader's _LazyModule and back): that is a class change of the entry,
+//   which stays one object (`class_changes`).
 // - The import system setting the object the key holds again, outside an import of that
 //   key, is a reload (importlib.reload executes the same object again and stores it back):
 //   one more `reloads` on the entry. 3.12+ see reload's pop before the store; that delete
@@ -52,6 +53,9 @@ struct KeyEntry {
   const ModulesChange* removal = nullptr;  // the delete or clear that ended it
   const Import* during = nullptr;          // the import in progress when `change` happened
   std::vector<const ModulesChange*> reloads;  // the stores of importlib.reload, in order
+  // Sets of the same object with another class, in order; each change's new_object has
+  // the class it changed to.
+  std::vector<const ModulesChange*> class_changes;
   uint64_t time_ns = 0;                    // when it got there; 0 for before_trace
   std::string_view same_as_key;
   uint32_t same_as_entry = 0;

@@ -212,6 +212,17 @@ def test_class_change_is_one_entry(py, tmp_path):
     assert changes and loc(changes[0]["where"])[0] == "story.py"
 
 
+@pytest.mark.skipif(not has(DEBIAN, "lazy_loader"), reason="python3-lazy-loader not installed")
+def test_lazy_loader_load_is_one_entry_with_the_access_that_loaded_it(tmp_path):
+    d = trace_script(tmp_path, "ll", DEBIAN, "import lazy_loader\njson = lazy_loader.load('json')\njson.dumps\n")
+    entries = why([d], "json")["entries"]
+    assert len(entries) == 1 and not entries[0]["reloads"], entries
+    changes = entries[0]["class_changes"]
+    assert [c["type"] for c in changes] == ["importlib.util._LazyModule", "module"], changes
+    assert loc(changes[-1]["where"]) == ("story.py", 3)
+    assert "(this access loaded it)" in viewer("why", d, "json").stdout
+
+
 @pytest.mark.skipif(not has(DEBIAN, "yaml"), reason="python3-yaml not installed")
 def test_same_file_is_never_a_changed_origin(tmp_path):
     """A package directory on sys.path executes files twice (a real misconfiguration): the

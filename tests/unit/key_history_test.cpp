@@ -53,7 +53,7 @@ Import import_of(const char* name, const ObjectRef& object, uint64_t begin, uint
 
 }  // namespace
 
-TEST(KeyHistory, ClassChangeIsAnEntryTheSameObjectAgainIsNot) {
+TEST(KeyHistory, ClassChangeIsPartOfTheEntryTheSameObjectAgainIsNoNews) {
   Process p;
   ObjectRef plain = module_object(1, "m");
   ObjectRef lazy = other_object(1, "importlib.util._LazyModule", false);
@@ -63,13 +63,14 @@ TEST(KeyHistory, ClassChangeIsAnEntryTheSameObjectAgainIsNot) {
   ModulesHistory h(p);
   const KeyHistory* m = h.find("m");
   ASSERT_NE(m, nullptr);
-  ASSERT_EQ(m->entries.size(), 2u);
+  ASSERT_EQ(m->entries.size(), 1u);
   EXPECT_EQ(m->entries[0].relation, Relation::New);
-  EXPECT_EQ(m->entries[1].object->type, "importlib.util._LazyModule");
-  EXPECT_EQ(m->entries[1].relation, Relation::SameAsEntry);
-  EXPECT_EQ(m->entries[1].same_as_entry, 0u);
-  EXPECT_EQ(m->entries[1].change, &p.modules_changes[2]);
-  EXPECT_EQ(m->current, 1);
+  EXPECT_EQ(m->entries[0].object->type, "module");
+  ASSERT_EQ(m->entries[0].class_changes.size(), 1u);
+  EXPECT_EQ(m->entries[0].class_changes[0], &p.modules_changes[2]);
+  EXPECT_EQ(m->entries[0].class_changes[0]->new_object.type, "importlib.util._LazyModule");
+  EXPECT_TRUE(m->entries[0].reloads.empty());
+  EXPECT_EQ(m->current, 0);
 }
 
 TEST(KeyHistory, OldObjectNeverSeenArrivingWasThereBeforeTracing) {
@@ -267,4 +268,45 @@ TEST(KeyHistory, TheSameObjectPutBackByAssignmentIsNoReload) {
   EXPECT_TRUE(k->entries[0].removed);
   EXPECT_TRUE(k->entries[0].reloads.empty());
   EXPECT_EQ(k->entries[1].relation, Relation::SameAsEntry);
+}
+
+TEST(KeyHistory, LazyLoadersClassChangesAreOneEntryAndNoReload) {
+  // LazyLoader as the tracer records it: the assignment, then exec_module's and the first
+  // access's __class__ changes, both stores of the same object by the import system.
+  T::TraceBuilder b;
+  T::Obj plain = T::Obj::module(0x10, "json", "/usr/lib/python3.11/json/__init__.py");
+  T::Obj lazy = T::Obj::proxy(0x10, "importlib.util._LazyModule", "json");
+  T::ChangeSpec put;
+  put.key = "json";
+  put.new_object = plain;
+  put.time_ns = 10;
+  put.stack = {T::Loc{"/work/story.py", 6, "<module>"}};
+  b.add_modules_change(put);
+  T::ChangeSpec to_lazy = put, to_plain = put;
+  to_lazy.old_object = plain;
+  to_lazy.new_object = lazy;
+  to_lazy.by_import_system = true;
+  to_lazy.time_ns = 20;
+  to_lazy.stack = {T::Loc{"<frozen importlib.util>", 302, "LazyLoader.exec_module"}, T::Loc{"/work/story.py", 7, "<module>"}};
+  to_plain.old_object = lazy;
+  to_plain.new_object = plain;
+  to_plain.by_import_system = true;
+  to_plain.time_ns = 30;
+  to_plain.stack = {T::Loc{"/usr/lib/python3.8/importlib/util.py", 228, "__getattribute__"}, T::Loc{"/work/story.py", 8, "<module>"}};
+  b.add_modules_change(to_lazy);
+  b.add_modules_change(to_plain);
+  Process p = read_back(b);
+  ModulesHistory h(p);
+  const KeyHistory* k = h.find("json");
+  ASSERT_NE(k, nullptr);
+  ASSERT_EQ(k->entries.size(), 1u);
+  const KeyEntry& e = k->entries[0];
+  EXPECT_FALSE(e.via_import);
+  EXPECT_TRUE(e.reloads.empty());
+  ASSERT_EQ(e.class_changes.size(), 2u);
+  EXPECT_EQ(e.class_changes[0]->new_object.type, "importlib.util._LazyModule");
+  EXPECT_EQ(e.class_changes[1]->new_object.type, "module");
+  EXPECT_EQ(outside_importlib(e.class_changes[0]->stack)->line, 7u);
+  EXPECT_EQ(outside_importlib(e.class_changes[1]->stack)->line, 8u);
+  EXPECT_TRUE(k->has_proxy);
 }
