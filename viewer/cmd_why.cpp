@@ -52,6 +52,19 @@ void add_entries(const Process& p, const model::KeyHistory& h, const std::vector
       if (e.set_by.empty()) e.set_by = model::relative_location(ke.import->importer, roots);
       if (!ke.change && !ke.before_trace) e.triggered_at = model::relative_location(ke.import->trigger, roots);
     }
+    if (ke.during) {
+      e.during_import = ke.during->name;
+      e.during_importer = model::relative_location(ke.during->importer, roots);
+    }
+    for (const model::ModulesChange* c : ke.reloads)
+      if (const model::Location* at = model::outside_importlib(c->stack))
+        e.reloads.push_back(model::relative_location(*at, roots));
+      else
+        e.reloads.push_back({});
+    for (const model::ModulesChange* c : ke.class_changes) {
+      const model::Location* at = model::outside_importlib(c->stack);
+      e.class_changes.push_back({c->new_object, at ? model::relative_location(*at, roots) : model::Location{}});
+    }
     e.removed = ke.removed;
     if (ke.removal) {
       e.removed_at = first_frame(ke.removal->stack, roots);
@@ -68,17 +81,19 @@ void add_entries(const Process& p, const model::KeyHistory& h, const std::vector
 
 void build_process(const Process& p, const std::string& module, WhyReport& r) {
   const auto roots = p.sys_path_roots();
-  for (const auto& im : p.imports) {
+  model::ModulesHistory history(p);
+  for (size_t i = 0; i < p.imports.size(); ++i) {
+    const model::Import& im = p.imports[i];
     if (im.name != module) continue;
     WhyImport wi;
     wi.process = p.pid;
     wi.import = im;
     wi.importer = model::relative_location(im.importer, roots);
     wi.trigger = model::relative_location(im.trigger, roots);
+    wi.reentry = history.reentry(i);
     r.imports.push_back(std::move(wi));
   }
   const size_t first_entry = r.entries.size();
-  model::ModulesHistory history(p);
   if (const model::KeyHistory* h = history.find(module)) add_entries(p, *h, roots, r);
 
   std::set<uint64_t> stood_in;  // every object that sat under the key in this process
@@ -165,6 +180,26 @@ void why_json(const WhyReport& r, std::ostream& out, bool pretty) {
     // "at_boundary" when any of what the entry tells (its arrival, its removal) was seen
     // only at the next import boundary, so its location is where that import ran.
     w.field("precision", e.precise && e.removal_precise ? "exact" : "at_boundary");
+    w.key("during_import");
+    if (e.during_import.empty()) {
+      w.null();
+    } else {
+      w.begin_object();
+      w.field("module", e.during_import);
+      w.key("importer");
+      write_location_json(w, e.during_importer);
+      w.end_object();
+    }
+    w.key("reloads");
+    w.begin_array();
+    for (const auto& l : e.reloads) write_location_json(w, l);
+    w.end_array();
+    w.object_array("class_changes", e.class_changes, [&](const WhyEntry::ClassChange& cc) {
+      w.field("type", cc.object.type);
+      w.field("is_proxy", cc.object.is_proxy());
+      w.key("where");
+      write_location_json(w, cc.where);
+    });
   });
 
   w.object_array("children", r.children, [&](const WhyChild& c) {
@@ -212,6 +247,7 @@ void why_json(const WhyReport& r, std::ostream& out, bool pretty) {
     w.field("begin_ns", wi.import.begin_ns);
     w.field("end_ns", wi.import.end_ns);
     w.field_or_null("test", wi.import.test);
+    w.field("reentry", wi.reentry);
   });
   w.end_object();
   w.finish();
@@ -245,6 +281,32 @@ void why_text(const WhyReport& r, std::ostream& out) {
     if (!e.set_by.empty()) out << " at " << format_location(e.set_by);
     if (!e.triggered_at.empty()) out << ", triggered at " << format_location(e.triggered_at);
     out << "\n";
+    if (!e.during_import.empty()) {
+      out << "     during the import of " << e.during_import;
+      if (!e.during_importer.empty()) out << " at " << format_location(e.during_importer);
+      out << "\n";
+    }
+    for (const auto& cc : e.class_changes) {
+      out << "     class changed to " << cc.object.type;
+      if (!cc.where.empty()) out << " at " << format_location(cc.where);
+      // Back to a plain module from another class: LazyLoader's load, run by this access.
+      if (cc.object.is_plain_module() && &cc != &e.class_changes.front()) out << " (this access loaded it)";
+      out << "\n";
+    }
+    for (const auto& at : e.reloads)
+      out << "     reloaded (executed again in place)" << (at.empty() ? "" : " at " + format_location(at)) << "\n";
+    // Imports of the key made while this object was initialising under an outer import.
+    std::vector<const WhyImport*> reentries;
+    for (const auto& wi : r.imports)
+      if (wi.reentry && wi.process == e.process && wi.import.object.present && wi.import.object.id == e.object.id)
+        reentries.push_back(&wi);
+    if (!reentries.empty()) {
+      out << "     re-entered while initialising (lookups, not importers) at ";
+      const size_t shown = std::min<size_t>(reentries.size(), 3);
+      for (size_t k = 0; k < shown; ++k) out << (k ? ", " : "") << format_location(reentries[k]->importer);
+      if (reentries.size() > shown) out << " and " << reentries.size() - shown << " more";
+      out << "\n";
+    }
     if (!e.test.empty()) out << "     during test " << e.test << "\n";
     if (e.replaced_by.present) {
       out << "     replaced by " << describe_object(e.replaced_by);

@@ -163,6 +163,16 @@ struct WhyEntry {  // one object that sat under sys.modules[M]
   std::string loader;
   bool precise = true;                // false when its arrival was seen only at an import boundary
   bool removal_precise = true;        // false when its removal was seen only at an import boundary
+  // The import in progress when an assignment put it there (a module replacing itself):
+  // its name and importer (relativized); empty name when none.
+  std::string during_import;
+  model::Location during_importer;
+  std::vector<model::Location> reloads;  // where importlib.reload ran it again (relativized)
+  struct ClassChange {
+    model::ObjectRef object;  // the object with the class it changed to
+    model::Location where;    // first frame outside importlib (relativized)
+  };
+  std::vector<ClassChange> class_changes;
 };
 struct WhyChild {
   int64_t process = 0;
@@ -178,6 +188,7 @@ struct WhyImport {                    // each import of M (failed ones included)
   model::Import import;
   model::Location importer;           // relativized
   model::Location trigger;            // relativized; see model::Import::trigger
+  bool reentry = false;               // a lookup while an outer import of M initialises it
 };
 struct WhyReport {
   std::string module;

@@ -30,6 +30,7 @@ const char* kind_name(Kind k) {
     case Kind::ProxyForwardFailed: return "proxy_forward_failed";
     case Kind::ImportBlocked: return "import_blocked";
     case Kind::ImportFailed: return "import_failed";
+    case Kind::ModuleReloaded: return "module_reloaded";
     case Kind::DuplicateModule: return "duplicate_module";
     case Kind::ProcessMissing: return "process_missing";
     case Kind::ProcessAdded: return "process_added";

@@ -25,8 +25,9 @@
 // or crashed whose good one finished: what follows is compared only up to its end),
 // sys_modules_replaced, proxy_in_sys_modules,
 // binding_on_proxy, binding_mismatch, proxy_forward_failed, import_blocked, import_failed,
-// duplicate_module, process_missing, process_added, module_missing, module_added,
-// loader_changed, origin_changed, import_order_changed, import_slower, failure_reporting (the order of
+// module_reloaded, duplicate_module, process_missing, process_added, module_missing,
+// module_added, loader_changed, origin_changed, import_order_changed, import_slower,
+// failure_reporting (the order of
 // `Kind`); then severity; then the position of the module's
 // first import in the bad run (earlier first). An import_failed its importer handled
 // (import_time.h) is one severity level below one that propagated. Findings about the same
@@ -60,6 +61,7 @@ enum class Kind {
   ProxyForwardFailed,
   ImportBlocked,
   ImportFailed,
+  ModuleReloaded,
   DuplicateModule,
   ProcessMissing,
   ProcessAdded,

@@ -60,6 +60,12 @@ std::string history_text(const std::vector<EntryText>& h) {
     else s += e.via_import ? " by the import system" : " by assignment";
     if (!e.via_import && !e.set_by.empty()) s += " at " + format_location(e.set_by);
     if (e.relation != "new object") s += " (" + e.relation + ")";
+    for (const auto& cc : e.class_changes) {
+      s += ", class changed to " + cc.first;
+      if (!cc.second.empty()) s += " at " + format_location(cc.second);
+    }
+    if (!e.reloads.empty())
+      s += e.reloads.size() == 1 ? ", reloaded" : ", reloaded " + std::to_string(e.reloads.size()) + " times";
     if (e.removed) s += ", removed";
   }
   return s.empty() ? "nothing" : s;

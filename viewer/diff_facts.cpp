@@ -101,6 +101,14 @@ EntryText materialize(const ProcFacts& f, const KeyEntry& l) {
   else if (l.import) e.set_by = norm.loc(l.import->importer);
   if (const model::Str* test = l.test()) e.test = *test;
   e.removed = l.removed;
+  for (const model::ModulesChange* c : l.reloads) {
+    const Location* at = model::outside_importlib(c->stack);
+    e.reloads.push_back(at ? norm.loc(*at) : Location());
+  }
+  for (const model::ModulesChange* c : l.class_changes) {
+    const Location* at = model::outside_importlib(c->stack);
+    e.class_changes.push_back({c->new_object.type, at ? norm.loc(*at) : Location()});
+  }
   return e;
 }
 
@@ -131,6 +139,11 @@ void build_key_facts(ProcFacts& f) {
       if (e.relation == model::Relation::SameAsKey) sig = mix(sig, hash_text(e.same_as_key));
       if (e.relation == model::Relation::SameAsEntry) sig = mix(sig, e.same_as_entry);
       sig = mix(sig, e.removed ? 11 : 13);
+      sig = mix(sig, 17 + e.reloads.size());
+      for (const model::ModulesChange* c : e.class_changes) {
+        sig = mix(sig, c->new_object.is_plain_module() ? kModuleHash : hash_text(c->new_object.type));
+        sig = mix(sig, c->new_object.is_proxy() ? 19 : 23);
+      }
     }
     f.key_sig[k] = sig;
   }

@@ -99,6 +99,8 @@ struct EntryText {
   std::vector<Location> stack;      // relativized, a few frames
   std::string test;
   bool removed = false;
+  std::vector<Location> reloads;    // where importlib.reload ran it again, relativized
+  std::vector<std::pair<std::string, Location>> class_changes;  // (class, where), relativized
 };
 
 struct ProcFacts;

@@ -1,5 +1,5 @@
 // Identity findings: what sat under a sys.modules key (sys_modules_replaced,
-// proxy_in_sys_modules, import_blocked) and module objects that are not one per file and name
+// proxy_in_sys_modules, import_blocked, module_reloaded) and module objects that are not one per file and name
 // (duplicate_module).
 #include <algorithm>
 
@@ -34,9 +34,11 @@ void blocked_finding(const std::string& key, const EntryText& e, const std::vect
   out.add(std::move(f));
 }
 
+// `explained`: a module_reloaded finding already tells the difference when the entries
+// themselves match.
 void replaced_finding(const std::string& key, const std::vector<EntryText>& bh,
                       const std::vector<EntryText>* gh, const ProcFacts& pf, const std::string& role,
-                      Findings& out) {
+                      Findings& out, bool explained = false) {
   Finding f;
   f.kind = Kind::SysModulesReplaced;
   f.module = key;
@@ -58,6 +60,7 @@ void replaced_finding(const std::string& key, const std::vector<EntryText>& bh,
     blocked_finding(key, bh[i], bh, gh, pf, role, out);
     return;
   }
+  if (explained && gh && i == bh.size() && i == gh->size()) return;
   if (i < bh.size()) {
     const EntryText& e = bh[i];
     f.severity = Severity::Error;
@@ -85,9 +88,28 @@ void replaced_finding(const std::string& key, const std::vector<EntryText>& bh,
                 "; the bad run did not";
     if (!e.set_by.empty()) f.where.push_back(e.set_by);
   } else {
-    // Same entries, different relation/removal details.
+    // Same entries, different class changes, relation or removal details.
     f.severity = Severity::Warning;
     f.summary = k + ": what sat under the name differs";
+    for (size_t j = 0; j < bh.size(); ++j) {
+      const auto& bc = bh[j].class_changes;
+      auto same_classes = [&](const std::vector<std::pair<std::string, Location>>& gc) {
+        if (gc.size() != bc.size()) return false;
+        for (size_t c = 0; c < gc.size(); ++c)
+          if (gc[c].first != bc[c].first) return false;
+        return true;
+      };
+      if (bc.empty() || (gh && j < gh->size() && same_classes((*gh)[j].class_changes))) continue;
+      f.summary = k + ": the same object changed its class in the bad run (";
+      for (size_t c = 0; c < bc.size(); ++c) {
+        f.summary += (c ? ", then " : "") + bc[c].first;
+        if (!bc[c].second.empty()) f.summary += " at " + format_location(bc[c].second);
+      }
+      f.summary += "); the good run: " + (gh && j < gh->size() ? history_text({(*gh)[j]}) : std::string("nothing"));
+      for (const auto& cc : bc)
+        if (!cc.second.empty()) f.where.push_back(cc.second);
+      break;
+    }
   }
   out.add(std::move(f));
 }
@@ -115,6 +137,61 @@ void proxy_finding(const std::string& key, const std::vector<EntryText>& bh,
     out.add(std::move(f));
     return;
   }
+}
+
+size_t reload_count(const std::vector<EntryText>& h) {
+  size_t n = 0;
+  for (const auto& e : h) n += e.reloads.size();
+  return n;
+}
+
+// importlib.reload executed the same module object again in place: a module_reloaded
+// finding when the runs reloaded the key a different number of times. A reload only in bad
+// is a warning: objects made from the first execution (classes, functions, names bound by
+// `from m import x`) stay as they were while the module holds new ones, so isinstance checks,
+// registries and identity comparisons can break; the user should find out why the module
+// was reloaded (the location says where). Fewer reloads in bad than in good are info.
+// Returns whether there was one.
+bool reload_finding(const std::string& key, const std::vector<EntryText>& bh,
+                    const std::vector<EntryText>* gh, const ProcFacts& pf, const std::string& role,
+                    Findings& out) {
+  const size_t nb = reload_count(bh), ng = gh ? reload_count(*gh) : 0;
+  if (nb == ng) return false;
+  Finding f;
+  f.kind = Kind::ModuleReloaded;
+  f.module = key;
+  f.story = key;
+  f.process = role;
+  f.order = first_pos(pf, key);
+  f.good = gh ? history_text(*gh) : "nothing under this key";
+  f.bad = history_text(bh);
+  auto times = [](size_t n) {
+    return n == 0 ? std::string("never") : n == 1 ? std::string("once") : std::to_string(n) + " times";
+  };
+  if (nb > ng) {
+    f.severity = Severity::Warning;
+    // The bad run's reloads past the good run's count.
+    size_t seen = 0;
+    for (const auto& e : bh)
+      for (const auto& at : e.reloads)
+        if (seen++ >= ng && !at.empty()) f.where.push_back(at);
+    for (const auto& e : bh)
+      if (!e.reloads.empty() && f.test.empty()) f.test = e.test;
+    f.summary = "module '" + key + "' reloaded (importlib.reload executed it again in place)";
+    if (!f.where.empty()) f.summary += " at " + format_location(f.where[0]);
+    f.summary += ": " + times(nb) + " in the bad run, " + times(ng) + " in the good run";
+    f.brief = "reloaded " + times(nb);
+  } else {
+    f.severity = Severity::Info;
+    f.summary = "module '" + key + "' reloaded " + times(ng) + " in the good run, " + times(nb) +
+                " in the bad run";
+    for (const auto& e : *gh)
+      for (const auto& at : e.reloads)
+        if (!at.empty()) f.where.push_back(at);
+    f.brief = "reloaded " + times(nb) + " (good: " + times(ng) + ")";
+  }
+  out.add(std::move(f));
+  return true;
 }
 
 }  // namespace
@@ -154,6 +231,7 @@ void compare_key_histories(const Group& g, const Group& b, Findings& out) {
         auto blocker = std::find_if(be.begin(), be.end(),
                                     [](const EntryText& e) { return model::is_import_blocker(e.obj); });
         if (blocker != be.end()) blocked_finding(k, *blocker, be, nullptr, *bad.proc, role, out);
+        reload_finding(k, be, nullptr, *bad.proc, role, out);
         if (bh.has_proxy) proxy_finding(k, be, nullptr, *bad.proc, role, out);
         else if (blocker == be.end() && be.size() > 1) replaced_finding(k, be, nullptr, *bad.proc, role, out);
         return;
@@ -162,9 +240,10 @@ void compare_key_histories(const Group& g, const Group& b, Findings& out) {
       bool proxy_new = bh.has_proxy && !gh->has_proxy;
       bool replaced = be.size() > 1 || ge.size() > 1 ||
                       (!be.empty() && !ge.empty() && be[0].via_import != ge[0].via_import);
-      if (replaced) replaced_finding(k, be, &ge, *bad.proc, role, out);
+      bool reloaded = reload_finding(k, be, &ge, *bad.proc, role, out);
+      if (replaced) replaced_finding(k, be, &ge, *bad.proc, role, out, reloaded);
       if (proxy_new) proxy_finding(k, be, &ge, *bad.proc, role, out);
-      if (!replaced && !proxy_new) replaced_finding(k, be, &ge, *bad.proc, role, out);
+      if (!replaced && !proxy_new && !reloaded) replaced_finding(k, be, &ge, *bad.proc, role, out);
     });
   }
 }

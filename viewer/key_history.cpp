@@ -2,6 +2,8 @@
 #include "key_history.h"
 
 #include <algorithm>
+#include <cstring>
+#include <unordered_set>
 
 #include "prefault.h"
 
@@ -14,7 +16,60 @@ const Str* KeyEntry::test() const {
   return import ? &import->test : nullptr;
 }
 
-ModulesHistory::ModulesHistory(const Process& p) {
+const Location* outside_importlib(const std::vector<Location>& stack) {
+  for (const Location& l : stack)
+    if (!is_importlib_frame(l) && l.file.find("/importlib/") == std::string::npos) return &l;
+  return nullptr;
+}
+
+namespace {
+
+// `pkg` is a package above `name` ("a" and "a.b" above "a.b.c").
+bool above(std::string_view pkg, std::string_view name) {
+  return name.size() > pkg.size() && name.compare(0, pkg.size(), pkg) == 0 && name[pkg.size()] == '.';
+}
+
+}  // namespace
+
+void ModulesHistory::find_reentries() {
+  const auto& ims = p_.imports;
+  reentry_.assign(ims.size(), false);
+  // The first import of each name is the one that ran its module (the later ones found it).
+  std::vector<bool> first(ims.size(), false);
+  std::unordered_set<std::string_view> seen;
+  for (size_t i = 0; i < ims.size(); ++i) first[i] = seen.insert(std::string_view(ims[i].name)).second;
+  for (size_t i = 0; i < ims.size(); ++i) {
+    const Import& im = ims[i];
+    // Parents start earlier: a position that does not decrease is a malformed trace.
+    for (int64_t q = im.parent_pos, below = static_cast<int64_t>(i); q >= 0 && q < below;
+         below = q, q = ims[q].parent_pos) {
+      const Import& up = ims[q];
+      if (up.name == im.name) {
+        reentry_[i] = true;
+        break;
+      }
+      if (first[q] && above(up.name, im.name)) break;  // the key's module did not exist yet
+    }
+  }
+}
+
+const Import* ModulesHistory::during(const ModulesChange& c) const {
+  if (!c.during_import) return nullptr;
+  int64_t pos = p_.import_position(c.during_import - 1);
+  return pos >= 0 ? &p_.imports[pos] : nullptr;
+}
+
+const Import& ModulesHistory::outermost(const Import& im) const {
+  const auto& ims = p_.imports;
+  const Import* at = &im;
+  for (int64_t q = im.parent_pos, below = at - ims.data(); reentry(below) && q >= 0 && q < below;
+       below = q, q = ims[q].parent_pos)
+    if (ims[q].name == im.name) at = &ims[q];
+  return *at;
+}
+
+ModulesHistory::ModulesHistory(const Process& p) : p_(p) {
+  find_reentries();
   // Both record kinds in one time order; at equal times a change precedes an import.
   struct Event {
     uint64_t time_ns;
@@ -77,16 +132,54 @@ void ModulesHistory::apply(const ModulesChange& c) {
     return;
   }
   KeyHistory& h = *keys_.emplace(c.key).first;
+  const Import* in = during(c);
+  const Import* own_import = in && in->name == c.key ? &outermost(*in) : nullptr;
   if (c.old_object.present && (h.current < 0 || h.entries[h.current].object->id != c.old_object.id)) {
-    KeyEntry& e = push(h, c.key, c.old_object, c.old_object.is_plain_module(), 0);
-    e.before_trace = true;
+    if (own_import) {
+      KeyEntry& e = push(h, c.key, c.old_object, true, own_import->begin_ns);
+      e.import = own_import;
+    } else {
+      KeyEntry& e = push(h, c.key, c.old_object, c.old_object.is_plain_module(), 0);
+      e.before_trace = true;
+    }
   }
   if (c.op == ChangeOp::Set && c.new_object.present) {
-    if (h.current >= 0) {
-      const ObjectRef& now = *h.entries[h.current].object;
-      if (now.id == c.new_object.id && now.type == c.new_object.type) return;
+    // The object as it is now: its class is the last class change's, if any.
+    auto same = [&](const KeyEntry& e) {
+      const ObjectRef& now = e.class_changes.empty() ? *e.object : e.class_changes.back()->new_object;
+      return now.id == c.new_object.id && now.type == c.new_object.type;
+    };
+    if (c.by_import_system && !own_import) {
+      if (h.current >= 0 && same(h.entries[h.current])) {
+        h.entries[h.current].reloads.push_back(&c);
+        return;
+      }
+      // 3.12+: reload's pop, then its store of the same object.
+      if (h.current < 0 && !h.entries.empty()) {
+        KeyEntry& last = h.entries.back();
+        if (last.removal && last.removal->op == ChangeOp::Delete && last.removal->by_import_system &&
+            same(last)) {
+          last.removed = false;
+          last.removal = nullptr;
+          last.reloads.push_back(&c);
+          h.current = static_cast<int64_t>(h.entries.size() - 1);
+          return;
+        }
+      }
     }
-    push(h, c.key, c.new_object, c.by_import_system, c.time_ns).change = &c;
+    if (h.current >= 0) {
+      KeyEntry& now = h.entries[h.current];
+      if (now.object->id == c.new_object.id) {
+        if (!same(now)) {
+          now.class_changes.push_back(&c);
+          if (c.new_object.is_proxy()) h.has_proxy = true;
+        }
+        return;
+      }
+    }
+    KeyEntry& e = push(h, c.key, c.new_object, c.by_import_system, c.time_ns);
+    e.change = &c;
+    e.during = in;
   } else if (c.op == ChangeOp::Delete && h.current >= 0) {
     h.entries[h.current].removed = true;
     h.entries[h.current].removal = &c;
@@ -96,10 +189,17 @@ void ModulesHistory::apply(const ModulesChange& c) {
 
 void ModulesHistory::apply(const Import& im) {
   KeyHistory& h = *keys_.emplace(im.name).first;
+  const size_t pos = &im - p_.imports.data();
   KeyEntry* e;
   if (h.current < 0 || h.entries[h.current].object->id != im.object.id) e = &push(h, im.name, im.object, true, im.begin_ns);
   else e = &h.entries[h.current];
-  if (!e->import) e->import = &im;
+  if (!e->import) {
+    e->import = &im;
+  } else if (reentry(e->import - p_.imports.data()) && !reentry(pos) && im.begin_ns <= e->import->begin_ns) {
+    // The outer import returns after its re-entries: it is the entry's import.
+    if (!e->change && !e->before_trace && e->time_ns == e->import->begin_ns) e->time_ns = im.begin_ns;
+    e->import = &im;
+  }
 }
 
 }  // namespace model

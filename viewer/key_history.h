@@ -8,7 +8,20 @@
 //   was lost. A plain module is taken to have come from the import system, anything else
 //   from an assignment.
 // - Setting the object already there is no news, unless its class changed (a __class__
-//   assignment: LazyLoader's _LazyModule and back); that is a new entry.
+//   assignment: LazyLoader's _LazyModule and back): that is a class change of the entry,
+//   which stays one object (`class_changes`).
+// - The import system setting the object the key holds again, outside an import of that
+//   key, is a reload (importlib.reload executes the same object again and stores it back):
+//   one more `reloads` on the entry. 3.12+ see reload's pop before the store; that delete
+//   does not end the entry when the store of the same object follows.
+// - A change during an import of its own key whose old object was never seen arriving: that
+//   object is the module the import created (a module replacing itself in sys.modules),
+//   so its entry comes from that import, not from before tracing.
+// - An import of a key made while an enclosing import of the same key is running, after
+//   that module was created, is a re-entry: a lookup inside the module's initialisation
+//   (scipy's PEP 562 __getattr__ importing scipy.stats while scipy.stats runs). The entry's
+//   import is the outermost one; an import nested under the first import of a package
+//   above the key ran before the outer import created the module, so it is no re-entry.
 // - An import returning an object that is not the current entry (the tracer recorded no
 //   change for it) puts that object there as of the import's start: its children are bound
 //   before the import returns.
@@ -38,6 +51,11 @@ struct KeyEntry {
   const ModulesChange* change = nullptr;   // the change that put it there, if any
   const Import* import = nullptr;          // the first import that returned it while there
   const ModulesChange* removal = nullptr;  // the delete or clear that ended it
+  const Import* during = nullptr;          // the import in progress when `change` happened
+  std::vector<const ModulesChange*> reloads;  // the stores of importlib.reload, in order
+  // Sets of the same object with another class, in order; each change's new_object has
+  // the class it changed to.
+  std::vector<const ModulesChange*> class_changes;
   uint64_t time_ns = 0;                    // when it got there; 0 for before_trace
   std::string_view same_as_key;
   uint32_t same_as_entry = 0;
@@ -90,6 +108,12 @@ struct KeyHistory {
   bool has_proxy = false;
 };
 
+// The first frame of `stack` (innermost first) outside importlib: the code that caused
+// what importlib did (the `importlib.reload(m)` line, the attribute access that made
+// LazyLoader load). Frozen bootstrap frames and files under an `importlib/` directory are
+// importlib's, as the tracer's is_importlib_file has it. nullptr when every frame is.
+const Location* outside_importlib(const std::vector<Location>& stack);
+
 class ModulesHistory {
  public:
   explicit ModulesHistory(const Process& p);
@@ -104,6 +128,8 @@ class ModulesHistory {
     const KeyHistory* h = keys_.find(key);
     return h ? h - keys_.values().data() : -1;
   }
+  // Whether the import at `import_pos` (in Process::imports) is a re-entry (rules above).
+  bool reentry(size_t import_pos) const { return import_pos < reentry_.size() && reentry_[import_pos]; }
   // The key an object first sat under, or nullptr when it never sat under one.
   const std::string_view* first_key_of(uint64_t object_id) const { return first_key_of_.find(object_id); }
 
@@ -112,7 +138,14 @@ class ModulesHistory {
                  uint64_t t);
   void apply(const ModulesChange& c);
   void apply(const Import& im);
+  void find_reentries();
+  // The import in progress when `c` happened, or nullptr.
+  const Import* during(const ModulesChange& c) const;
+  // `im`, or, for a re-entry, the outermost import of the same key around it.
+  const Import& outermost(const Import& im) const;
 
+  const Process& p_;
+  std::vector<bool> reentry_;  // per import of p_
   NameTable<KeyHistory> keys_;
   OrderedTable<uint64_t, std::string_view, IdHash> first_key_of_;
 };

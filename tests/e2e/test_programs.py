@@ -1,5 +1,6 @@
 """Every identity program prints and exits exactly as without the tracer, on
 every interpreter, and its trace tells the identity story it exercises."""
+import os
 import subprocess
 
 import pytest
@@ -105,11 +106,15 @@ def test_pep562_module_getattr_recorded(py, tmp_path):
 def test_lazyloader_class_changes_recorded(py, tmp_path):
     files = traced_run(py, "importlib_lazyloader", tmp_path)
     entries = why(files, "lazyloaded_mod")["entries"]
-    types = [e["type"] for e in entries]
-    # inserted as a module, turned into _LazyModule by exec_module, back on first use
+    # One object: inserted as a module, turned into _LazyModule by exec_module, back on
+    # first use (its class changes, each where the program's code caused it).
+    assert len(entries) == 1, entries
+    changes = entries[0]["class_changes"]
+    types = [entries[0]["type"]] + [c["type"] for c in changes]
     assert types == ["module", "importlib.util._LazyModule", "module"], types
-    assert len({e["object"] for e in entries}) == 1
-    assert entries[1]["is_proxy"] and entries[1]["via"] == "import"
+    assert changes[0]["is_proxy"] and not changes[1]["is_proxy"]
+    assert [os.path.basename(c["where"]["file"]) for c in changes] == ["importlib_lazyloader.py"] * 2, changes
+    assert changes[0]["where"]["function"] == "lazy_import" and changes[1]["where"]["function"] == "main"
 
 
 @pytest.mark.parametrize("py", interpreters(), ids=ident)

@@ -96,6 +96,42 @@ def test_import_made_by_a_package_getattr_names_it_and_the_trigger(py, tmp_path)
     assert "concurrent/futures/__init__.py" in text and "story.py:1" in text
 
 
+PROGRAMS = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "programs"))
+
+
+@pytest.mark.parametrize("py", PYS, ids=ident)
+def test_module_replacing_itself_keeps_its_importer(py, tmp_path):
+    """`sys.modules[__name__] = obj` in a module's body: the module the import created is
+    still told as put there by that import, and the replacement says which import it
+    happened in and from where."""
+    out = tmp_path / "run"
+    r = run([py, os.path.join(PROGRAMS, "self_replace.py")], traced=True, outdir=str(out))
+    assert r.returncode == 0, r.stderr[-3000:]
+    entries = why([str(out)], "selfrep_mod")["entries"]
+    assert len(entries) == 2, entries
+    assert entries[0]["via"] == "import" and loc(entries[0]["set_by"]) == ("self_replace.py", 10)
+    assert entries[1]["via"] == "assignment" and loc(entries[1]["set_by"])[0] == "selfrep_mod.py"
+    assert entries[1]["during_import"]["module"] == "selfrep_mod"
+    assert loc(entries[1]["during_import"]["importer"]) == ("self_replace.py", 10)
+    text = viewer("why", str(out), "selfrep_mod").stdout
+    assert "put there by the import system at self_replace.py:10" in text
+    assert "during the import of selfrep_mod at self_replace.py:10" in text
+
+
+@pytest.mark.skipif(not has(DEBIAN, "torch.backends.cudnn"), reason="python3-torch not installed")
+def test_torch_cudnn_replacing_itself_keeps_its_importer(tmp_path):
+    """torch.backends.cudnn puts a CudnnModule in its own place while torch initialises
+    (torch's own import of it created the module, not the user's outer import)."""
+    d = trace_script(tmp_path, "torch", DEBIAN, "import torch.backends.cudnn\n")
+    entries = why([d], "torch.backends.cudnn")["entries"]
+    assert len(entries) == 2, entries
+    first, repl = entries
+    assert first["via"] == "import" and first["set_by"] and first["set_by"]["file"].startswith("torch/")
+    assert repl["via"] == "assignment" and repl["set_by"]["file"] == "torch/backends/cudnn/__init__.py"
+    assert repl["during_import"]["module"] == "torch.backends.cudnn"
+    assert loc(repl["during_import"]["importer"]) == loc(first["set_by"])
+
+
 REMOVALS = {
     "pop": 'sys.modules.pop("json")',
     "del": 'del sys.modules["json"]',
@@ -174,6 +210,17 @@ def test_class_change_is_one_entry(py, tmp_path):
     assert len(entries) == 1, entries
     changes = entries[0]["class_changes"]
     assert changes and loc(changes[0]["where"])[0] == "story.py"
+
+
+@pytest.mark.skipif(not has(DEBIAN, "lazy_loader"), reason="python3-lazy-loader not installed")
+def test_lazy_loader_load_is_one_entry_with_the_access_that_loaded_it(tmp_path):
+    d = trace_script(tmp_path, "ll", DEBIAN, "import lazy_loader\njson = lazy_loader.load('json')\njson.dumps\n")
+    entries = why([d], "json")["entries"]
+    assert len(entries) == 1 and not entries[0]["reloads"], entries
+    changes = entries[0]["class_changes"]
+    assert [c["type"] for c in changes] == ["importlib.util._LazyModule", "module"], changes
+    assert loc(changes[-1]["where"]) == ("story.py", 3)
+    assert "(this access loaded it)" in viewer("why", d, "json").stdout
 
 
 @pytest.mark.skipif(not has(DEBIAN, "yaml"), reason="python3-yaml not installed")

@@ -229,6 +229,44 @@ TEST(DiffEngine, SwappedSysModulesEntryIsFound) {
   EXPECT_EQ(r.exit_status(), 1);
 }
 
+TEST(DiffEngine, ReloadIsItsOwnFindingNotAReplacement) {
+  Variation v;
+  RunBuilder g(v), b(other_machine());
+  for (RunBuilder* r : {&g, &b}) {
+    r->import("os", "/usr/lib/python3.12/os.py", 1, 5);
+    r->import("json", "/usr/lib/python3.12/json/__init__.py", 10, 5);
+    r->flush();
+  }
+  // bad: importlib.reload(json) as 3.12 records it, its pop then its store of the same object.
+  for (uint32_t op : {fields::ModulesChange::DELETE, fields::ModulesChange::SET}) {
+    testing::ChangeSpec c;
+    c.key = "json";
+    c.op = op;
+    testing::Obj json = testing::Obj::module(b.id(2), "json", "/usr/lib/python3.12/json/__init__.py");
+    if (op == fields::ModulesChange::SET) c.new_object = json;
+    else c.old_object = json;
+    c.by_import_system = true;
+    c.time_ns = b.t(40) + (op == fields::ModulesChange::SET ? 1 : 0);
+    c.stack = {testing::Loc{"<frozen importlib._bootstrap>", 870, "_exec"},
+               testing::Loc{"/usr/lib/python3.12/importlib/__init__.py", 131, "reload"},
+               testing::Loc{b.ws("conftest.py"), 9, "<module>"}};
+    b.b().add_modules_change(c);
+  }
+  std::vector<model::Process> good{g.process()}, bad{b.process()};
+  diff::Result r = diff::diff_runs(good, bad);
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].kind, "module_reloaded") << dump(r);
+  EXPECT_EQ(r.findings[0].severity, Severity::Warning);
+  ASSERT_FALSE(r.findings[0].where.empty());
+  EXPECT_EQ(r.findings[0].where[0].file, "conftest.py");
+  EXPECT_EQ(r.findings[0].where[0].line, 9u);
+  EXPECT_EQ(find_kind(r.findings, "sys_modules_replaced"), nullptr) << dump(r);
+  EXPECT_EQ(r.exit_status(), 1);
+  // The same reload in both runs is no difference.
+  std::vector<model::Process> bad2{b.process()};
+  EXPECT_EQ(find_kind(diff::diff_runs(bad2, bad).findings, "module_reloaded"), nullptr);
+}
+
 TEST(DiffEngine, FailedImportIsFoundAndRankedAboveAdded) {
   RunBuilder g{Variation()}, b{other_machine()};
   for (RunBuilder* r : {&g, &b}) {
