@@ -95,6 +95,7 @@ bool resolve_cpython_api() {
   ok &= need(py.PyList_GetItem, "PyList_GetItem");
   ok &= need(py.PySys_GetObject, "PySys_GetObject");
   ok &= need(py.PyImport_GetModuleDict, "PyImport_GetModuleDict");
+  want(py.PyImport_ImportModule, "PyImport_ImportModule");
   ok &= need(py.PyEval_GetFrame, "PyEval_GetFrame");
   ok &= need(py.PyFrame_GetLineNumber, "PyFrame_GetLineNumber");
   ok &= need(py.PyInterpreterState_GetID, "PyInterpreterState_GetID");

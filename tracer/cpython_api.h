@@ -32,6 +32,7 @@ constexpr int METH_VARARGS = 0x0001;
 constexpr int METH_KEYWORDS = 0x0002;
 constexpr int METH_FASTCALL = 0x0080;  // with METH_KEYWORDS: (self, args, nargs, kwnames)
 constexpr int METH_O = 0x0008;
+constexpr int METH_NOARGS = 0x0004;
 
 struct PyMemAllocatorEx {
   void* ctx;
@@ -117,6 +118,7 @@ struct CPythonApi {
   PyObject* (*PyList_GetItem)(PyObject*, Py_ssize_t);
   PyObject* (*PySys_GetObject)(const char*);
   PyObject* (*PyImport_GetModuleDict)();
+  PyObject* (*PyImport_ImportModule)(const char*);  // only for atexit (WalkBudget's owed walk)
 
   // Frames. 3.9+ has accessors; 3.8 reads the same facts through frame attributes.
   PyObject* (*PyEval_GetFrame)();

@@ -32,6 +32,7 @@
 #include "records.h"
 #include "self_timing.h"
 #include "trace_writer.h"
+#include "walk_budget.h"
 
 namespace imptrace {
 namespace {
@@ -846,13 +847,24 @@ bool snap_sync_appended() {
   return g_snap.valid && g_shadow.live == n_str;
 }
 
+WalkBudget g_walk_budget;
+
 // The whole of sys.modules against the shadow, with the shortcuts of ModulesSnapshot.
-void shadow_full_sync(bool initial) {
+// `may_defer`: only to confirm that nothing changed unseen (a top-level boundary whose
+// size and path keys agreed): the walk may be put off (see WalkBudget).
+void shadow_full_sync(bool initial, bool may_defer = false) {
+  uint64_t started = 0;
   if (!initial && g_snap.valid) {
     uint64_t version = dict_version(g_sysmodules);
     if (version && version == g_snap.version) return;
+    started = TW::now_ns();
+    if (may_defer && !g_walk_budget.due(started)) {
+      g_walk_budget.skipped();
+      return;
+    }
     if (snap_sync_appended()) {
       g_snap.version = dict_version(g_sysmodules);
+      g_walk_budget.walked(started, TW::now_ns());
       return;
     }
   }
@@ -886,6 +898,7 @@ void shadow_full_sync(bool initial) {
   while (py.PyDict_Next(g_sysmodules, &pos, &k, &v))
     if (!snap_push(k, v)) break;
   g_snap.version = g_snap.valid ? dict_version(g_sysmodules) : 0;
+  if (started) g_walk_budget.walked(started, TW::now_ns());
 }
 
 // Checks `name` (a str object) and its parent package against sys.modules. Ancestors
@@ -1099,8 +1112,66 @@ void shadow_boundary(ThreadState& t, PyObject* name, uint32_t name_id, bool impo
     shadow_adopt_in_flight();
     size_differs = py.PyDict_Size(g_sysmodules) != static_cast<Py_ssize_t>(g_shadow.live);
   }
-  if (top_level || size_differs) shadow_full_sync(false);
+  if (top_level || size_differs) shadow_full_sync(false, !size_differs);
   g_boundary_version = dict_version(g_sysmodules);
+}
+
+// The comparison the budget put off, made at exit if no boundary made it since: an
+// atexit function (registered the first time a comparison is put off) runs it while
+// sys.modules is still whole; the audit hook's finalisation event comes after the
+// modules are cleared on some versions. The caller holds the writer lock.
+void shadow_owed_walk() {
+  if (!g_walk_budget.owed() || !g_shadow_ready || !g_sysmodules || !in_main_interpreter() ||
+      py.has_dict_watchers() || g_shadow.epoch != TW::strings_epoch())
+    return;
+  shadow_full_sync(false);
+}
+
+PyObject* owed_walk_at_exit(PyObject*, PyObject*) {
+  MainScope scope;
+  ThreadState& t = ts();
+  if (!t.busy && g_enabled && TW::usable() && !finalizing()) {
+    ++t.busy;
+    PyObject *et, *ev, *tb;
+    py.PyErr_Fetch(&et, &ev, &tb);
+    {
+      WriterLock lock;
+      shadow_owed_walk();
+      TW::flush();
+    }
+    py.PyErr_Restore(et, ev, tb);
+    --t.busy;
+  }
+  py.Py_IncRef(py.None);
+  return py.None;
+}
+
+PyMethodDef g_owed_walk_def = {
+    "imptrace_owed_walk", reinterpret_cast<void*>(owed_walk_at_exit), METH_NOARGS,
+    "imptrace: compares sys.modules with the tracer's shadow once more at exit"};
+bool g_owed_walk_registered = false;
+
+// Outside the writer lock, no error pending, t.busy held (atexit's own import, when it is
+// not loaded yet, is the tracer's: not recorded, and taken into the shadow as it is).
+void register_owed_walk_at_exit() {
+  if (g_owed_walk_registered || !g_walk_budget.owed() || !py.PyImport_ImportModule || !in_main_interpreter())
+    return;
+  g_owed_walk_registered = true;  // one attempt per process
+  bool had = py.PyDict_GetItemString(g_sysmodules, "atexit") != nullptr;
+  Ref m(py.PyImport_ImportModule("atexit"));
+  Ref reg(m ? py.PyObject_GetAttrString(m.get(), "register") : nullptr);
+  Ref fn(reg ? py.PyCFunction_NewEx(&g_owed_walk_def, nullptr, nullptr) : nullptr);
+  Ref r(fn ? py.PyObject_CallFunctionObjArgs(reg.get(), fn.get(), nullptr) : nullptr);
+  if (!r) py.PyErr_Clear();
+  if (m && !had) {
+    WriterLock lock;
+    PyObject* key = py.PyUnicode_FromString("atexit");
+    if (key) {
+      if (PyObject* v = dict_lookup(g_sysmodules, key)) shadow_adopt(key, v, true);
+      py.Py_DecRef(key);
+    }
+    py.PyErr_Clear();
+  }
 }
 
 // ---- sys.modules[k] = v / del sys.modules[k] (3.8-3.11) --------------------------------
@@ -2049,6 +2120,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
   }
   // Outside the lock, with no error pending: this may be the last reference.
   if (self.inserted) py.Py_DecRef(self.inserted);
+  if (!g_owed_walk_registered && shadowing) register_owed_walk_at_exit();
   if (!res) py.PyErr_Restore(et, ev, tb);
   --t.busy;
   SELF_TIMING_FINISH();
