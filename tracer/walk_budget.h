@@ -24,7 +24,7 @@ namespace imptrace {
 
 class WalkBudget {
  public:
-  static constexpr uint64_t kRatio = 100;
+  static constexpr uint64_t kRatio = 256;
   static constexpr uint64_t kAlwaysNs = 4000;  // about 600 entries' walk
 
   bool due(uint64_t now_ns) const {
