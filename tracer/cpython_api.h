@@ -32,6 +32,7 @@ constexpr int METH_VARARGS = 0x0001;
 constexpr int METH_KEYWORDS = 0x0002;
 constexpr int METH_FASTCALL = 0x0080;  // with METH_KEYWORDS: (self, args, nargs, kwnames)
 constexpr int METH_O = 0x0008;
+constexpr int METH_NOARGS = 0x0004;
 
 struct PyMemAllocatorEx {
   void* ctx;
@@ -116,6 +117,7 @@ struct CPythonApi {
   PyObject* (*PyList_GetItem)(PyObject*, Py_ssize_t) = nullptr;
   PyObject* (*PySys_GetObject)(const char*) = nullptr;
   PyObject* (*PyImport_GetModuleDict)() = nullptr;
+  PyObject* (*PyImport_ImportModule)(const char*) = nullptr;  // only for atexit (WalkBudget's owed walk)
 
   // Frames. 3.9+ has accessors; 3.8 reads the same facts through frame attributes.
   PyObject* (*PyEval_GetFrame)() = nullptr;
@@ -179,6 +181,9 @@ constexpr size_t kTpAsMapping = 14;
 constexpr size_t kTpGetset = 31;
 constexpr size_t kMpAssSubscript = 2;  // PyMappingMethods: mp_length, mp_subscript, mp_ass_subscript
 constexpr size_t kGetsetName = 0, kGetsetGet = 1, kGetsetSet = 2;  // PyGetSetDef words
+// Line tables (3.8-3.10): (unsigned byte increment, signed line increment) pairs.
+constexpr size_t kLineTableEntry = 2;      // co_lnotab, 3.10's co_linetable: bytes per pair
+constexpr int8_t kLineTable310NoLine = -128;  // 3.10's line increment for "no line" (PEP 626)
 }  // namespace layout
 
 // Type flag bits (stable since 3.0).
@@ -300,21 +305,29 @@ DestructorFn patch_module_dealloc(DestructorFn hook);
 PyObject* frame_back(PyObject* frame);
 PyObject* frame_code(PyObject* frame);
 
-// The line a frame is at, from a cursor over its code object's location table that is
-// kept between calls. PyFrame_GetLineNumber scans the table from its start on every call
-// (about 1,200 instructions per import); a package's __init__ importing its children runs
-// forward through its code, so a kept cursor moves a few entries per import instead.
-// 3.11-3.13, whose tables share one format (CPython's Objects/locations.md); elsewhere, or
-// when the table does not cover the instruction, frame_line falls back to CPython.
+// The line a frame is at, from a cursor over its code object's line table that is kept
+// between calls. PyFrame_GetLineNumber scans the table from its start on every call
+// (about 1,200 instructions per import in a short module, and growing with the module:
+// 20,000 imports from one 20,000-line file made it quadratic on 3.8-3.10); a module
+// importing its imports runs forward through its code, so a kept cursor moves a few
+// entries per import instead. The three table formats: co_lnotab (3.8, 3.9),
+// co_linetable's first form (3.10), the location table (3.11-3.13, CPython's
+// Objects/locations.md). Where the table does not give a line, frame_line falls back to
+// CPython.
+enum class LineFormat : uint8_t { none, lnotab, linetable_310, locations };
 struct LineCursor {
-  const uint8_t* table = nullptr;  // co_linetable's bytes; the caller keeps the code alive
+  const uint8_t* table = nullptr;  // the table's bytes; the caller keeps the code alive
   uint32_t len = 0, pos = 0;       // pos: the entry after [start, end)
   uint32_t start = 0, end = 0;     // byte offsets the current entry covers
   int32_t first = 0, computed = 0, line = -1;
+  LineFormat format = LineFormat::none;
 };
-// From the code object's co_linetable and co_firstlineno (the caller looks them up, with
-// its cached attribute names). False when this interpreter's tables are not read here, or
-// the values are not bytes and int (the cursor stays unusable).
+// This interpreter's format (none: frame_line always asks CPython).
+LineFormat line_format();
+// From the code object's line table (co_lnotab on 3.8 and 3.9, else co_linetable) and
+// co_firstlineno (the caller looks them up, with its cached attribute names). False when
+// this interpreter's tables are not read here, or the values are not bytes and int (the
+// cursor stays unusable).
 bool line_cursor_init(LineCursor& c, PyObject* linetable, PyObject* firstlineno);
 int frame_line(PyObject* frame, LineCursor* c);
 
