@@ -83,6 +83,7 @@ bool resolve_cpython_api() {
   ok &= need(py.PyDict_GetItemWithError, "PyDict_GetItemWithError");
   ok &= need(py.PyDict_GetItemString, "PyDict_GetItemString");
   ok &= need(py.PyDict_SetItemString, "PyDict_SetItemString");
+  want(py.PyDict_DelItemString, "PyDict_DelItemString");
   ok &= need(py.PyDict_New, "PyDict_New");
   ok &= need(py.PyDict_Next, "PyDict_Next");
   ok &= need(py.PyDict_Size, "PyDict_Size");

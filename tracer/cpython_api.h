@@ -110,6 +110,7 @@ struct CPythonApi {
   PyObject* (*PyDict_GetItemWithError)(PyObject*, PyObject*) = nullptr; // borrowed
   PyObject* (*PyDict_GetItemString)(PyObject*, const char*) = nullptr;  // borrowed, no error
   int (*PyDict_SetItemString)(PyObject*, const char*, PyObject*) = nullptr;
+  int (*PyDict_DelItemString)(PyObject*, const char*) = nullptr;  // only to undo the tracer's own import of atexit
   PyObject* (*PyDict_New)() = nullptr;
   int (*PyDict_Next)(PyObject*, Py_ssize_t*, PyObject**, PyObject**) = nullptr;
   Py_ssize_t (*PyDict_Size)(PyObject*) = nullptr;
@@ -206,6 +207,13 @@ inline PyObject* type_of(PyObject* o) {
 // often a method-cache miss, then the same dict). 3.11+ keep them inline and would build
 // a dict when asked for it, so there attributes are looked up.
 inline bool instance_attributes_in_dict() { return py.minor < 11; }
+
+// 3.10+ keep atexit's callbacks in the interpreter (PyInterpreterState.atexit), so a
+// second atexit module object (made when `atexit` is imported again after leaving
+// sys.modules) shares them. 3.8 and 3.9 keep them in the module object, and a re-import
+// makes a new one that replaces it as the interpreter's exit function: callbacks
+// registered on the first are then never run.
+inline bool atexit_callbacks_per_interpreter() { return py.minor >= 10; }
 
 // A borrowed dict value or null, for the tracer's own str keys. PyDict_GetItem saves and
 // restores the pending exception around every lookup (on 3.12 a thread-local access and

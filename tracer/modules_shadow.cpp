@@ -392,10 +392,18 @@ void shadow_register_owed_walk_at_exit() {
   Ref r(fn ? py.PyObject_CallFunctionObjArgs(reg.get(), fn.get(), nullptr) : nullptr);
   if (!r) py.PyErr_Clear();
   if (m && !had) {
+    // The tracer's import must not stand in for the program's: a program that imports
+    // atexit later would find it loaded, and its trace would lack that import in some
+    // runs only (whether a walk is put off depends on timing). Where the callbacks
+    // survive it, atexit leaves sys.modules again; on 3.8 and 3.9 it stays (see
+    // atexit_callbacks_per_interpreter) and is taken into the shadow as it is.
+    bool undo = atexit_callbacks_per_interpreter() && py.PyDict_DelItemString &&
+                py.PyDict_DelItemString(sys_modules(), "atexit") == 0;
     WriterLock lock;
     PyObject* key = py.PyUnicode_FromString("atexit");
     if (key) {
-      if (PyObject* v = dict_lookup(sys_modules(), key)) shadow_adopt(key, v, true);
+      PyObject* v = undo ? nullptr : dict_lookup(sys_modules(), key);
+      shadow_adopt(key, v, true);
       py.Py_DecRef(key);
     }
     py.PyErr_Clear();

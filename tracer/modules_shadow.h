@@ -35,7 +35,8 @@ struct ImportEndView {
 // After an import's end, outside the writer lock, no error pending, inside_tracer held:
 // the first time the walk budget (walk_budget.h) has put a comparison off, registers an
 // atexit function that makes it if no later boundary did (atexit's own import, when it is
-// not loaded yet, is the tracer's: not recorded, and taken into the shadow as it is).
+// not loaded yet, is the tracer's: not recorded, and on 3.10+ removed from sys.modules
+// again so that the program's own import of it is still made and recorded).
 void shadow_register_owed_walk_at_exit();
 
 // An import's start: brings the shadow up to date before `name` (string id `name_id`) is
