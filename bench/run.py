@@ -159,7 +159,44 @@ WRAPPER = textwrap.dedent('''\
     ''')
 
 
-def generate(work):
+def gen_long(root, total=20000, lengths=(5000, 20000)):
+    """Issue 17's importer: `total` one-line modules in package `lm`, and for each length N a
+    driver `longN_main.py` with N lines `import lm.mI`, one module each (all top-level
+    imports from one frame). Any per-import cost that grows with the importer's length or
+    with the number of imports made so far shows as growth between the two lengths."""
+    write(os.path.join(root, "lm", "__init__.py"), "")
+    for i in range(total):
+        write(os.path.join(root, "lm", f"m{i}.py"), f"VALUE = {i}\n")
+    for n in lengths:
+        write(os.path.join(root, f"long{n}_main.py"), "".join(f"import lm.m{i}\n" for i in range(n)))
+
+
+# Interpreters a workload can name after "@" (long5000@3.10): the long importer is measured
+# on each. Without "@", workloads run on PY (Debian's static 3.11).
+PYENV = "/root/.pyenv/versions"
+
+
+def interpreter(tag):
+    if tag in ("", "debian"):
+        return PY
+    found = sorted(d for d in (os.listdir(PYENV) if os.path.isdir(PYENV) else [])
+                   if d.startswith(tag + ".") and os.path.exists(os.path.join(PYENV, d, "bin", "python")))
+    if not found:
+        raise SystemExit(f"bench: no interpreter {tag} under {PYENV}")
+    return os.path.join(PYENV, found[-1], "bin", "python")
+
+
+def split_workload(w):
+    """'long20000@3.10' -> ('long20000', '/root/.pyenv/versions/3.10.x/bin/python')."""
+    base, _, tag = w.partition("@")
+    return base, interpreter(tag)
+
+
+# A real suite for pytest's collection: Debian's sympy ships its tests.
+REAL_SUITE = "/usr/lib/python3/dist-packages/sympy/core/tests"
+
+
+def generate(work, workloads=()):
     if os.path.exists(work):
         shutil.rmtree(work)
     os.makedirs(work)
@@ -171,10 +208,17 @@ def generate(work):
     gen_storm(src)
     suite = gen_pytest(work)
     write(os.path.join(src, "wrapper_launch.py"), WRAPPER)
+    write(os.path.join(src, "scipy_main.py"), "import scipy, sympy\n")
     # Bytecode compiled beforehand, so every contender reads the same .pyc files.
     for d in (src, suite):
         subprocess.run([PY, "-m", "compileall", "-q", "-j0", d], check=True,
                        stdout=subprocess.DEVNULL)
+    longs = {split_workload(w)[1] for w in workloads if w.startswith("long")}
+    if longs:
+        gen_long(os.path.join(work, "long"))
+        for py in sorted(longs):  # each interpreter its own .pyc (the drivers are scripts)
+            subprocess.run([py, "-m", "compileall", "-q", "-j0", os.path.join(work, "long", "lm")],
+                           check=True, stdout=subprocess.DEVNULL)
     return src, suite
 
 
@@ -251,14 +295,20 @@ TRACING = ("imptrace", "imptrace+native")
 def command(workload, contender, src, suite, lib, tracedir):
     """argv, env, cwd for one workload under one contender."""
     env = base_env()
+    workload, py = split_workload(workload)  # the interpreter of this run
     if workload == "pytest":
         target, cwd = ["-m", "pytest", "--collect-only", "-q", "tests"], suite
+    elif workload == "realpytest":
+        target, cwd = ["-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", REAL_SUITE], src
+    elif workload.startswith("long"):
+        long_dir = os.path.join(os.path.dirname(src), "long")
+        target, cwd = [os.path.join(long_dir, f"{workload}_main.py")], long_dir
     else:
         target, cwd = [os.path.join(src, f"{workload}_main.py")], src
     if contender == "untraced":
-        argv = [PY] + target
+        argv = [py] + target
     elif contender in ("imptrace", "imptrace+native", "inert"):
-        argv = [PY] + target
+        argv = [py] + target
         env["LD_PRELOAD"] = lib
         env["IMPTRACE_OUTPUT"] = tracedir + "/"
         if contender == "imptrace+native":
@@ -266,9 +316,9 @@ def command(workload, contender, src, suite, lib, tracedir):
         elif contender == "inert":
             env["IMPTRACE_DISABLE"] = "1"
     elif contender == "importtime":
-        argv = [PY, "-X", "importtime"] + target
+        argv = [py, "-X", "importtime"] + target
     elif contender == "pywrapper":
-        argv = [PY, os.path.join(src, "wrapper_launch.py")] + target
+        argv = [py, os.path.join(src, "wrapper_launch.py")] + target
     else:
         raise ValueError(contender)
     return argv, env, cwd
@@ -354,6 +404,62 @@ def bench_workload(workload, rounds, src, suite, lib, viewer, scratch, log):
 
 def med(xs):
     return statistics.median(xs)
+
+
+# ----------------------------------------------------------------------------------------
+# The inert library outside Python
+
+
+def bench_spawns(lib, scratch, n, rounds, log):
+    """n sequential spawns of /bin/true, with libimptrace.so preloaded, with an empty
+    preloaded library (what any preload costs: the dynamic linker opens and maps it), and
+    with nothing; rounds alternate the three. Returns {contender: [(cpu s, wall s)...]}."""
+    empty_c = os.path.join(scratch, "empty.c")
+    empty = os.path.join(scratch, "libempty.so")
+    write(empty_c, "/* an empty preload: the control of the inert library's cost */\nint imptrace_bench_empty;\n")
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", empty, empty_c], check=True)
+    out = {"none": [], "empty": [], "imptrace": []}
+    for rnd in range(rounds + 1):  # round 0 warms caches and is discarded
+        for c, pre in (("none", None), ("empty", empty), ("imptrace", lib)):
+            env = base_env()
+            if pre:
+                env["LD_PRELOAD"] = pre
+            cpu = 0.0
+            t0 = time.perf_counter()
+            for _ in range(n):
+                p = subprocess.Popen(["/bin/true"], env=env, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                _, status, ru = os.wait4(p.pid, 0)
+                p.returncode = os.waitstatus_to_exitcode(status)
+                cpu += ru.ru_utime + ru.ru_stime
+            wall = time.perf_counter() - t0
+            if rnd > 0:
+                out[c].append((cpu, wall))
+            log(f"  spawns round {rnd}{' (warm-up)' if rnd == 0 else '':10s} {c:8s} cpu {cpu:.3f}s wall {wall:.3f}s")
+    return out
+
+
+def spawn_report(res, n):
+    L = [f"## The inert library outside Python: {n} spawns of /bin/true, {len(res['none'])} rounds", ""]
+    L.append("| preload | CPU s (median) | wall s (median) | CPU vs empty, paired [min, max] "
+             "| wall vs empty, paired [min, max] | +µs/spawn vs empty (wall) |")
+    L.append("|---|---:|---:|---:|---:|---:|")
+    e_cpu = med([c for c, _ in res["empty"]])
+    e_wall = med([w for _, w in res["empty"]])
+    for c in ("none", "empty", "imptrace"):
+        cpu = med([x for x, _ in res[c]])
+        wall = med([w for _, w in res[c]])
+        rc = sorted(a[0] / b[0] for a, b in zip(res[c], res["empty"]) if b[0])
+        rw = sorted(a[1] / b[1] for a, b in zip(res[c], res["empty"]))
+        L.append(f"| {c} | {cpu:.3f} | {wall:.3f} | {med(rc):.3f} [{rc[0]:.3f}, {rc[-1]:.3f}] "
+                 f"| {med(rw):.3f} [{rw[0]:.3f}, {rw[-1]:.3f}] | {(wall - e_wall) / n * 1e6:+.1f} |")
+    L.append("")
+    L.append("CPU is the children's user + system time (wait4); a spawn of /bin/true is mostly "
+             "the kernel's fork/exec and the dynamic linker, so the wall column, which also "
+             "holds the parent's side of each spawn, is the steadier one. Target: libimptrace.so "
+             "within 3-5 % of the empty library.")
+    L.append("")
+    return L
 
 
 BOOT_RESAMPLES = 2000
@@ -773,7 +879,16 @@ WORKLOAD_TITLES = {
     "torch": "`import torch` (Debian python3-torch)",
     "pytest": "`pytest --collect-only -q` of 2,000 tests (200 files x 10)",
     "storm": "import storm: 8 threads x 300-module package",
+    "long5000": "one importer file of 5,000 lines `import lm.mI` (5,000 top-level imports)",
+    "long20000": "one importer file of 20,000 lines `import lm.mI` (20,000 top-level imports)",
+    "scipy": "`import scipy, sympy` (Debian python3-scipy, python3-sympy)",
+    "realpytest": f"`pytest --collect-only -q` of a real suite ({REAL_SUITE})",
 }
+
+
+def workload_title(w):
+    base, py = split_workload(w)
+    return WORKLOAD_TITLES[base] + ("" if py == PY else f", on {py}")
 
 
 def report(args, cmdline, per_workload, cg, viewer_rows, viewer_bytes, viewer_n):
@@ -807,7 +922,7 @@ def report(args, cmdline, per_workload, cg, viewer_rows, viewer_bytes, viewer_n)
              f"imports. With few rounds the interval is coarse (it moves between observed rounds)")
     L.append("")
     for w, (rows, imports, nproc, rounds, comp) in per_workload.items():
-        L.append(f"## {WORKLOAD_TITLES[w]} — {rounds} rounds, {imports:,} imports traced"
+        L.append(f"## {workload_title(w)} — {rounds} rounds, {imports:,} imports traced"
                  + (f" in {nproc} processes" if nproc and nproc > 1 else ""))
         L.append("")
         L.append("| contender | wall s | wall ratio | wall paired | CPU s | CPU ratio "
@@ -981,7 +1096,14 @@ def main():
     ap.add_argument("--rounds", type=int, default=7, help="measured rounds per workload (default 7)")
     ap.add_argument("--torch-rounds", type=int, default=None, help="rounds for import torch (default: --rounds)")
     ap.add_argument("--workloads", default="tree,torch,pytest,storm",
-                    help="comma-separated subset of tree,torch,pytest,storm ('' for none)")
+                    help="comma-separated subset of tree,torch,pytest,storm,long5000,long20000,scipy,"
+                         "realpytest ('' for none); NAME@3.10 runs NAME on pyenv's 3.10 (also 3.8-3.13; "
+                         "@debian: /usr/bin/python3, the default), e.g. long20000@3.10,long20000@3.12")
+    ap.add_argument("--callgrind-workloads", default="tree,torch",
+                    help="workloads --callgrind counts (default tree,torch; same names as --workloads)")
+    ap.add_argument("--spawns", type=int, default=0,
+                    help="also time N spawns of /bin/true with libimptrace.so preloaded against an "
+                         "empty preloaded library (the inert library's cost outside Python; try 500)")
     ap.add_argument("--callgrind", action="store_true",
                     help="also count instructions under valgrind --tool=callgrind (tree and torch; ~3 min)")
     ap.add_argument("--no-viewer", action="store_true", help="skip the viewer benchmark")
@@ -1010,11 +1132,13 @@ def main():
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
     workloads = [w for w in args.workloads.split(",") if w]
     for w in workloads:
-        if w not in WORKLOAD_TITLES:
+        if w.partition("@")[0] not in WORKLOAD_TITLES:
             raise SystemExit(f"bench: unknown workload {w!r}")
+        split_workload(w)  # the interpreter named exists
     try:
         log(f"bench: generating workloads in {work}")
-        src, suite = generate(work)
+        src, suite = generate(work, workloads + [w for w in args.callgrind_workloads.split(",") if w]
+                              if args.callgrind else workloads)
         scratch = os.path.join(work, "scratch")
         os.makedirs(scratch)
         per = {}
@@ -1027,7 +1151,7 @@ def main():
         if args.callgrind:
             # The two workloads the overhead targets are about; the profile of where the
             # added instructions go is made for the tree (empty modules: all tracer).
-            for w in ("tree", "torch"):
+            for w in [w for w in args.callgrind_workloads.split(",") if w]:
                 log(f"bench: callgrind on {w}")
                 if w in per:
                     n = per[w][1]
@@ -1036,7 +1160,8 @@ def main():
                     argv, env, cwd = command(w, "imptrace", src, suite, lib, tracedir)
                     run_once(argv, env, cwd)
                     n = count_imports(viewer, tracedir)[0]
-                r = run_callgrind(w, src, suite, lib, viewer, scratch, n, log, profile=(w == "tree"))
+                r = run_callgrind(w, src, suite, lib, viewer, scratch, n, log,
+                                  profile=(w == "tree" or w.startswith("long")))
                 if r is None:
                     log(f"bench: no instruction counts for {w}")
                     continue
@@ -1048,7 +1173,13 @@ def main():
         if fingerprint([lib, viewer]) != args.fingerprint:
             args.fingerprint_changed = True
             log("bench: WARNING: the binaries changed during the run")
+        spawns = None
+        if args.spawns:
+            log(f"bench: {args.spawns} spawns of /bin/true, {args.rounds} rounds")
+            spawns = bench_spawns(lib, scratch, args.spawns, args.rounds, log)
         text = report(args, cmdline, per, cg, vrows, vbytes, args.viewer_imports)
+        if spawns:
+            text += "\n" + "\n".join(spawn_report(spawns, args.spawns))
         print(text)
         out = args.output or os.path.join(HERE, f"results-{datetime.date.today().isoformat()}.md")
         if out != "-":

@@ -71,8 +71,8 @@ CodeInfo& code_info(PyObject* code, CodeInfo& scratch) {
   slot = ci;
   slot.code = code;
   slot.generation = TraceWriter::strings_epoch();
-  if (!ci.importlib && py.PyFrame_GetLasti) {
-    Ref table(getattr_n(code, NAME("co_linetable")));
+  if (!ci.importlib && line_format() != LineFormat::none) {
+    Ref table(getattr_n(code, line_format() == LineFormat::lnotab ? NAME("co_lnotab") : NAME("co_linetable")));
     Ref first(table ? getattr_n(code, NAME("co_firstlineno")) : nullptr);
     if (!first) py.PyErr_Clear();
     line_cursor_init(slot.lines, table.get(), first.get());

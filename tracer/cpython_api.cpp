@@ -83,6 +83,7 @@ bool resolve_cpython_api() {
   ok &= need(py.PyDict_GetItemWithError, "PyDict_GetItemWithError");
   ok &= need(py.PyDict_GetItemString, "PyDict_GetItemString");
   ok &= need(py.PyDict_SetItemString, "PyDict_SetItemString");
+  want(py.PyDict_DelItemString, "PyDict_DelItemString");
   ok &= need(py.PyDict_New, "PyDict_New");
   ok &= need(py.PyDict_Next, "PyDict_Next");
   ok &= need(py.PyDict_Size, "PyDict_Size");
@@ -91,6 +92,7 @@ bool resolve_cpython_api() {
   ok &= need(py.PyList_GetItem, "PyList_GetItem");
   ok &= need(py.PySys_GetObject, "PySys_GetObject");
   ok &= need(py.PyImport_GetModuleDict, "PyImport_GetModuleDict");
+  want(py.PyImport_ImportModule, "PyImport_ImportModule");
   ok &= need(py.PyEval_GetFrame, "PyEval_GetFrame");
   ok &= need(py.PyFrame_GetLineNumber, "PyFrame_GetLineNumber");
   ok &= need(py.PyInterpreterState_GetID, "PyInterpreterState_GetID");
@@ -104,8 +106,8 @@ bool resolve_cpython_api() {
   if (!need(py.Py_IsFinalizing, "Py_IsFinalizing")) ok &= need(py.Py_IsFinalizing, "_Py_IsFinalizing");
   if (!ok) return false;
   want(py.PyFrame_GetBack, "PyFrame_GetBack");
-  if (py.minor >= 11 && py.minor <= 13) {  // the location-table format frame_line reads
-    want(py.PyFrame_GetLasti, "PyFrame_GetLasti");
+  if (py.minor >= 8 && py.minor <= 13) {  // the line-table formats frame_line reads
+    if (py.minor >= 11) want(py.PyFrame_GetLasti, "PyFrame_GetLasti");
     want(py.PyBytes_AsString, "PyBytes_AsString");
     want(py.PyBytes_Size, "PyBytes_Size");
   }
@@ -325,9 +327,17 @@ PyObject* frame_code(PyObject* frame) {
   return c;
 }
 
+LineFormat line_format() {
+  if (py.minor >= 11 && py.minor <= 13) return py.PyFrame_GetLasti ? LineFormat::locations : LineFormat::none;
+  if (py.minor == 10) return LineFormat::linetable_310;
+  if (py.minor == 8 || py.minor == 9) return LineFormat::lnotab;
+  return LineFormat::none;
+}
+
 bool line_cursor_init(LineCursor& c, PyObject* table, PyObject* first) {
   c = LineCursor();
-  if (!py.PyFrame_GetLasti || !py.PyBytes_AsString || !py.PyBytes_Size || !table || !first) return false;
+  LineFormat format = line_format();
+  if (format == LineFormat::none || !py.PyBytes_AsString || !py.PyBytes_Size || !table || !first) return false;
   const char* bytes = py.PyBytes_AsString(table);
   long line = bytes ? py.PyLong_AsLong(first) : -1;
   Py_ssize_t n = bytes ? py.PyBytes_Size(table) : -1;
@@ -335,6 +345,7 @@ bool line_cursor_init(LineCursor& c, PyObject* table, PyObject* first) {
   c.table = reinterpret_cast<const uint8_t*>(bytes);  // the code object keeps it alive
   c.len = static_cast<uint32_t>(n);
   c.first = c.computed = static_cast<int32_t>(line);
+  c.format = format;
   return true;
 }
 
@@ -391,20 +402,74 @@ bool advance_line(LineCursor& c) {
   return true;
 }
 
+// 3.10's co_linetable: (bytes covered: unsigned, line delta: signed, -128 = no line)
+// pairs; a delta too large for a byte is spread over entries that cover nothing.
+bool advance_line_310(LineCursor& c) {
+  if (c.pos + layout::kLineTableEntry > c.len) return false;
+  int8_t delta = static_cast<int8_t>(c.table[c.pos + 1]);
+  bool no_line = delta == layout::kLineTable310NoLine;
+  c.start = c.end;
+  c.end += c.table[c.pos];
+  if (!no_line) c.computed += delta;
+  c.line = no_line ? -1 : c.computed;
+  c.pos += layout::kLineTableEntry;
+  return true;
+}
+
+// The start of the instruction the frame is at, in bytes. 3.8-3.10 have no accessor:
+// frame.f_lasti is that offset there (3.10 converts its code-unit index).
+int frame_lasti(PyObject* frame) {
+  if (py.PyFrame_GetLasti) return py.PyFrame_GetLasti(frame);
+  static PyObject* name = nullptr;  // deliberate: kept for the process lifetime
+  if (!name && !(name = py.PyUnicode_InternFromString("f_lasti"))) { py.PyErr_Clear(); return -1; }
+  PyObject* v = py.PyObject_GetAttr(frame, name);
+  long lasti = v ? py.PyLong_AsLong(v) : -1;
+  if (v) py.Py_DecRef(v);
+  if (lasti < 0 || lasti > 0x7fffffff) { py.PyErr_Clear(); return -1; }
+  return static_cast<int>(lasti);
+}
+
+// co_lnotab (3.8, 3.9): (address increment: unsigned, line increment: signed) pairs; an
+// instruction's line is co_firstlineno plus the line increments of every pair whose
+// address, summed from the start, is at or before it (PyCode_Addr2Line). The cursor has
+// applied the pairs before `pos`, the last of them at address `end`.
+int lnotab_line(LineCursor& c, uint32_t a) {
+  if (a < c.end) {  // a pair past the instruction is applied (a loop, a new call): restart
+    c.pos = c.end = 0;
+    c.computed = c.first;
+  }
+  while (c.pos + layout::kLineTableEntry <= c.len) {
+    uint32_t next = c.end + c.table[c.pos];
+    if (next > a) break;
+    c.end = next;
+    c.computed += static_cast<int8_t>(c.table[c.pos + 1]);
+    c.pos += layout::kLineTableEntry;
+  }
+  return c.computed;
+}
+
 }  // namespace
 
 int frame_line(PyObject* frame, LineCursor* c) {
   if (c && c->table) {
-    int addr = py.PyFrame_GetLasti(frame);
+    int addr = frame_lasti(frame);
     if (addr >= 0) {
       uint32_t a = static_cast<uint32_t>(addr);
+      if (c->format == LineFormat::lnotab) {
+        int line = lnotab_line(*c, a);
+        if (line > 0) return line;
+        return py.PyFrame_GetLineNumber(frame);
+      }
       if (a < c->start || c->end == 0) {  // behind the cursor (a loop, a new call): restart
         c->pos = c->start = c->end = 0;
         c->computed = c->first;
         c->line = -1;
       }
       bool found = true;
-      while (c->end <= a && (found = advance_line(*c))) {}
+      if (c->format == LineFormat::linetable_310)
+        while (c->end <= a && (found = advance_line_310(*c))) {}
+      else
+        while (c->end <= a && (found = advance_line(*c))) {}
       if (found && c->line > 0) return c->line;
     }
   }

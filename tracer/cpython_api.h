@@ -110,6 +110,7 @@ struct CPythonApi {
   PyObject* (*PyDict_GetItemWithError)(PyObject*, PyObject*) = nullptr; // borrowed
   PyObject* (*PyDict_GetItemString)(PyObject*, const char*) = nullptr;  // borrowed, no error
   int (*PyDict_SetItemString)(PyObject*, const char*, PyObject*) = nullptr;
+  int (*PyDict_DelItemString)(PyObject*, const char*) = nullptr;  // only to undo the tracer's own import of atexit
   PyObject* (*PyDict_New)() = nullptr;
   int (*PyDict_Next)(PyObject*, Py_ssize_t*, PyObject**, PyObject**) = nullptr;
   Py_ssize_t (*PyDict_Size)(PyObject*) = nullptr;
@@ -118,6 +119,7 @@ struct CPythonApi {
   PyObject* (*PyList_GetItem)(PyObject*, Py_ssize_t) = nullptr;
   PyObject* (*PySys_GetObject)(const char*) = nullptr;
   PyObject* (*PyImport_GetModuleDict)() = nullptr;
+  PyObject* (*PyImport_ImportModule)(const char*) = nullptr;  // only for atexit (WalkBudget's owed walk)
 
   // Frames. 3.9+ has accessors; 3.8 reads the same facts through frame attributes.
   PyObject* (*PyEval_GetFrame)() = nullptr;
@@ -186,6 +188,9 @@ constexpr size_t kNbAdd = 0, kNbOr = 15, kNbInplaceOr = 28;  // PyNumberMethods 
 // PyMethodDescrObject: PyDescr_COMMON (the header, d_type, d_name, d_qualname), then
 // d_method, from ob_type (3.8-3.13).
 constexpr int kMethodDescrMethod = 32;
+// Line tables (3.8-3.10): (unsigned byte increment, signed line increment) pairs.
+constexpr size_t kLineTableEntry = 2;      // co_lnotab, 3.10's co_linetable: bytes per pair
+constexpr int8_t kLineTable310NoLine = -128;  // 3.10's line increment for "no line" (PEP 626)
 }  // namespace layout
 
 // Type flag bits (stable since 3.0).
@@ -209,6 +214,13 @@ inline PyObject* type_of(PyObject* o) {
 // often a method-cache miss, then the same dict). 3.11+ keep them inline and would build
 // a dict when asked for it, so there attributes are looked up.
 inline bool instance_attributes_in_dict() { return py.minor < 11; }
+
+// 3.10+ keep atexit's callbacks in the interpreter (PyInterpreterState.atexit), so a
+// second atexit module object (made when `atexit` is imported again after leaving
+// sys.modules) shares them. 3.8 and 3.9 keep them in the module object, and a re-import
+// makes a new one that replaces it as the interpreter's exit function: callbacks
+// registered on the first are then never run.
+inline bool atexit_callbacks_per_interpreter() { return py.minor >= 10; }
 
 // A borrowed dict value or null, for the tracer's own str keys. PyDict_GetItem saves and
 // restores the pending exception around every lookup (on 3.12 a thread-local access and
@@ -323,21 +335,29 @@ DestructorFn patch_module_dealloc(DestructorFn hook);
 PyObject* frame_back(PyObject* frame);
 PyObject* frame_code(PyObject* frame);
 
-// The line a frame is at, from a cursor over its code object's location table that is
-// kept between calls. PyFrame_GetLineNumber scans the table from its start on every call
-// (about 1,200 instructions per import); a package's __init__ importing its children runs
-// forward through its code, so a kept cursor moves a few entries per import instead.
-// 3.11-3.13, whose tables share one format (CPython's Objects/locations.md); elsewhere, or
-// when the table does not cover the instruction, frame_line falls back to CPython.
+// The line a frame is at, from a cursor over its code object's line table that is kept
+// between calls. PyFrame_GetLineNumber scans the table from its start on every call
+// (about 1,200 instructions per import in a short module, and growing with the module:
+// 20,000 imports from one 20,000-line file made it quadratic on 3.8-3.10); a module
+// importing its imports runs forward through its code, so a kept cursor moves a few
+// entries per import instead. The three table formats: co_lnotab (3.8, 3.9),
+// co_linetable's first form (3.10), the location table (3.11-3.13, CPython's
+// Objects/locations.md). Where the table does not give a line, frame_line falls back to
+// CPython.
+enum class LineFormat : uint8_t { none, lnotab, linetable_310, locations };
 struct LineCursor {
-  const uint8_t* table = nullptr;  // co_linetable's bytes; the caller keeps the code alive
+  const uint8_t* table = nullptr;  // the table's bytes; the caller keeps the code alive
   uint32_t len = 0, pos = 0;       // pos: the entry after [start, end)
   uint32_t start = 0, end = 0;     // byte offsets the current entry covers
   int32_t first = 0, computed = 0, line = -1;
+  LineFormat format = LineFormat::none;
 };
-// From the code object's co_linetable and co_firstlineno (the caller looks them up, with
-// its cached attribute names). False when this interpreter's tables are not read here, or
-// the values are not bytes and int (the cursor stays unusable).
+// This interpreter's format (none: frame_line always asks CPython).
+LineFormat line_format();
+// From the code object's line table (co_lnotab on 3.8 and 3.9, else co_linetable) and
+// co_firstlineno (the caller looks them up, with its cached attribute names). False when
+// this interpreter's tables are not read here, or the values are not bytes and int (the
+// cursor stays unusable).
 bool line_cursor_init(LineCursor& c, PyObject* linetable, PyObject* firstlineno);
 int frame_line(PyObject* frame, LineCursor* c);
 

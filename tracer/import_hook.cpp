@@ -301,6 +301,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
   }
   // Outside the lock, with no error pending: this may be the last reference.
   if (self.inserted) py.Py_DecRef(self.inserted);
+  if (shadowing) shadow_register_owed_walk_at_exit();
   if (!res) py.PyErr_Restore(et, ev, tb);
   --t.inside_tracer;
   return res;

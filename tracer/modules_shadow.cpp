@@ -11,6 +11,7 @@
 #include "records.h"
 #include "string_interning.h"
 #include "trace_writer.h"
+#include "walk_budget.h"
 
 namespace imptrace {
 namespace {
@@ -84,6 +85,9 @@ struct ModulesShadow {
   // finds it unchanged has nothing to compare (most imports' starts: the previous import's
   // end already saw the dict as it is). 0: unknown.
   uint64_t boundary_version = 0;
+  // When a top-level boundary's confirming walk may run, and whether one is owed.
+  WalkBudget walk_budget;
+  bool owed_walk_registered = false;  // the atexit function for an owed walk: one attempt
 };
 ModulesShadow g_modules_shadow;
 ShadowEntries& g_shadow = g_modules_shadow.shadow;
@@ -177,12 +181,22 @@ bool snap_sync_appended() {
 }
 
 // The whole of sys.modules against the shadow, with the shortcuts of ModulesSnapshot.
-void shadow_full_sync(bool initial) {
+// `may_defer`: only to confirm that nothing changed unseen (a top-level boundary whose
+// size and path keys agreed): the walk may be put off (see WalkBudget).
+void shadow_full_sync(bool initial, bool may_defer = false) {
+  WalkBudget& budget = g_modules_shadow.walk_budget;
+  uint64_t started = 0;
   if (!initial && g_snap.valid) {
     uint64_t version = dict_version(sys_modules());
     if (version && version == g_snap.version) return;
+    started = TraceWriter::now_ns();
+    if (may_defer && !budget.due(started)) {
+      budget.skipped();
+      return;
+    }
     if (snap_sync_appended()) {
       g_snap.version = dict_version(sys_modules());
+      budget.walked(started, TraceWriter::now_ns());
       return;
     }
   }
@@ -213,6 +227,7 @@ void shadow_full_sync(bool initial) {
   while (py.PyDict_Next(sys_modules(), &pos, &k, &v))
     if (!snap_push(k, v)) break;
   g_snap.version = g_snap.valid ? dict_version(sys_modules()) : 0;
+  if (started) budget.walked(started, TraceWriter::now_ns());
 }
 
 // Checks one key against sys.modules, where `v` is what it holds there (null: nothing).
@@ -303,9 +318,43 @@ void shadow_boundary(ThreadState& t, PyObject* name, uint32_t name_id, bool top_
     shadow_adopt_in_flight();
     size_differs = py.PyDict_Size(sys_modules()) != static_cast<Py_ssize_t>(g_shadow.live);
   }
-  if (top_level || size_differs) shadow_full_sync(false);
+  if (top_level || size_differs) shadow_full_sync(false, !size_differs);
   g_modules_shadow.boundary_version = dict_version(sys_modules());
 }
+
+// The comparison the budget put off, made at exit if no boundary made it since: an
+// atexit function (registered the first time a comparison is put off) runs it while
+// sys.modules is still whole; the audit hook's finalisation event comes after the
+// modules are cleared on some versions. The caller holds the writer lock.
+void shadow_owed_walk() {
+  if (!g_modules_shadow.walk_budget.owed() || !g_modules_shadow.ready || !sys_modules() || !in_main_interpreter() ||
+      py.has_dict_watchers() || g_shadow.epoch != TraceWriter::strings_epoch())
+    return;
+  shadow_full_sync(false);
+}
+
+PyObject* owed_walk_at_exit(PyObject*, PyObject*) {
+  InterpreterScope scope;
+  ThreadState& t = ts();
+  if (!t.inside_tracer && g_settings.enabled && TraceWriter::usable() && !finalizing()) {
+    ++t.inside_tracer;
+    PyObject *et, *ev, *tb;
+    py.PyErr_Fetch(&et, &ev, &tb);
+    {
+      WriterLock lock;
+      shadow_owed_walk();
+      TraceWriter::flush();
+    }
+    py.PyErr_Restore(et, ev, tb);
+    --t.inside_tracer;
+  }
+  py.Py_IncRef(py.None);
+  return py.None;
+}
+
+PyMethodDef g_owed_walk_def = {
+    "imptrace_owed_walk", reinterpret_cast<void*>(owed_walk_at_exit), METH_NOARGS,
+    "imptrace: compares sys.modules with the tracer's shadow once more at exit"};
 
 }  // namespace
 
@@ -329,6 +378,36 @@ void shadow_adopt(PyObject* key, PyObject* value, bool describe_value) {
     e->info.id = identity(value, false);
   }
   e->stamp = g_shadow.stamp;
+}
+
+void shadow_register_owed_walk_at_exit() {
+  if (g_modules_shadow.owed_walk_registered || !g_modules_shadow.walk_budget.owed() || !py.PyImport_ImportModule ||
+      !in_main_interpreter())
+    return;
+  g_modules_shadow.owed_walk_registered = true;  // one attempt per process
+  bool had = py.PyDict_GetItemString(sys_modules(), "atexit") != nullptr;
+  Ref m(py.PyImport_ImportModule("atexit"));
+  Ref reg(m ? py.PyObject_GetAttrString(m.get(), "register") : nullptr);
+  Ref fn(reg ? py.PyCFunction_NewEx(&g_owed_walk_def, nullptr, nullptr) : nullptr);
+  Ref r(fn ? py.PyObject_CallFunctionObjArgs(reg.get(), fn.get(), nullptr) : nullptr);
+  if (!r) py.PyErr_Clear();
+  if (m && !had) {
+    // The tracer's import must not stand in for the program's: a program that imports
+    // atexit later would find it loaded, and its trace would lack that import in some
+    // runs only (whether a walk is put off depends on timing). Where the callbacks
+    // survive it, atexit leaves sys.modules again; on 3.8 and 3.9 it stays (see
+    // atexit_callbacks_per_interpreter) and is taken into the shadow as it is.
+    bool undo = atexit_callbacks_per_interpreter() && py.PyDict_DelItemString &&
+                py.PyDict_DelItemString(sys_modules(), "atexit") == 0;
+    WriterLock lock;
+    PyObject* key = py.PyUnicode_FromString("atexit");
+    if (key) {
+      PyObject* v = undo ? nullptr : dict_lookup(sys_modules(), key);
+      shadow_adopt(key, v, true);
+      py.Py_DecRef(key);
+    }
+    py.PyErr_Clear();
+  }
 }
 
 void shadow_at_import_start(ThreadState& t, PyObject* name, uint32_t name_id, bool top_level) {

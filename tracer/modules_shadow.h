@@ -1,7 +1,8 @@
 // 3.8-3.11 have no way to watch a dict, so the tracer keeps a shadow of sys.modules (key
 // -> the object and its description) and compares at import boundaries. A full
 // comparison is O(len(sys.modules)); it runs when the size disagrees with the shadow and
-// at every top-level import boundary, and the keys on the import path are checked at every
+// at top-level import boundaries (there, when it would only confirm that nothing changed,
+// within the time budget of walk_budget.h), and the keys on the import path are checked at every
 // boundary. Changes are therefore found no later than the next such boundary, and carry
 // the stack active then (precision AT_BOUNDARY). Everything here runs with the writer lock
 // held, in the main interpreter.
@@ -30,6 +31,13 @@ struct ImportEndView {
   uint32_t parent_id;                  // the parent's name (a string id)
   PyObject* parent;                    // sys.modules[parent] (null: nothing there)
 };
+
+// After an import's end, outside the writer lock, no error pending, inside_tracer held:
+// the first time the walk budget (walk_budget.h) has put a comparison off, registers an
+// atexit function that makes it if no later boundary did (atexit's own import, when it is
+// not loaded yet, is the tracer's: not recorded, and on 3.10+ removed from sys.modules
+// again so that the program's own import of it is still made and recorded).
+void shadow_register_owed_walk_at_exit();
 
 // An import's start: brings the shadow up to date before `name` (string id `name_id`) is
 // imported. `top_level`: no import in progress on this thread (a full comparison is due).

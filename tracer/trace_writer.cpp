@@ -600,8 +600,36 @@ wire::ByteBuf& TraceWriter::buf() { return g_pending; }
 
 uint64_t TraceWriter::now_ns() { return mono_ns() - g_start_mono; }
 
+// The environ array as it was at the last scan (its entry pointers), so that a scan of an
+// unchanged environment is one comparison: every top-level import asks, and a program
+// importing thousands of modules from one file makes all its imports top-level. Under
+// glibc, setenv/putenv of an existing name replace its entry pointer, adding or removing
+// one changes the array's length or moves it, so pointers equal means nothing to record.
+constexpr size_t kEnvKept = 512;
+struct EnvPointers {
+  char* entries[kEnvKept];
+  char** array = nullptr;
+  size_t len = 0;  // kEnvKept + 1: too long to keep, always scanned
+};
+EnvPointers g_env_kept;
+
+bool env_unchanged_since_last_scan() {
+  char** env = environ;
+  size_t n = 0;
+  while (env && env[n] && n <= kEnvKept) ++n;
+  bool same = env == g_env_kept.array && n == g_env_kept.len && n <= kEnvKept &&
+              memcmp(g_env_kept.entries, env, n * sizeof(char*)) == 0;
+  if (!same) {
+    g_env_kept.array = env;
+    g_env_kept.len = n;
+    if (n <= kEnvKept && n) memcpy(g_env_kept.entries, env, n * sizeof(char*));
+  }
+  return same;
+}
+
 void TraceWriter::record_env_changes() {
   if (g_fd < 0) return;  // no header yet: it will carry the current values
+  if (env_unchanged_since_last_scan()) return;
   for (char** e = environ; e && *e; ++e) {
     if (!env_allowed(*e) || env_seen(*e)) continue;
     const char* eq = strchr(*e, '=');
