@@ -102,6 +102,7 @@ const std::vector<model::Process>& load_run_for_command(const std::string& path)
   std::vector<std::string> warnings;
   bool ok = reader::load_run(path, *procs, error, warnings);
   for (const auto& w : warnings) std::cerr << "imptrace: " << w << "\n";
+  warnings_so_far().insert(warnings_so_far().end(), warnings.begin(), warnings.end());
   if (!ok) throw InputError(error);
   kept->push_back(std::move(procs));
   return *kept->back();
