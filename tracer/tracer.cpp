@@ -11,9 +11,9 @@
 //     importlib.import_module call, goes through find_and_load_hook below.
 //  3. sys.modules writes are seen by a dict watcher (3.12+) or found by comparing a
 //     shadow copy at import boundaries (3.8-3.11; see ModulesShadow).
-//  4. Proxy classes found under sys.modules keys, and PEP 562 module __getattr__, get a C
-//     wrapper around their __getattr__/__setattr__ so that their forwarding is recorded.
-//     Nothing else in the program is touched.
+//  4. Proxy forwarding (PEP 562 module __getattr__, the __getattr__/__setattr__ of proxy
+//     classes found under sys.modules keys) is observed in the types' C attribute slots
+//     (proxy_slots.h). No object Python code can reach is replaced.
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <pthread.h>
@@ -29,6 +29,7 @@
 #include "hash.h"
 #include "tracer_memory.h"
 #include "open_table.h"
+#include "proxy_slots.h"
 #include "records.h"
 #include "self_timing.h"
 #include "trace_writer.h"
@@ -1266,16 +1267,6 @@ constexpr int kMaxProxyClasses = 256;
 PyObject* g_proxy_classes[kMaxProxyClasses];
 int g_n_proxy_classes = 0;
 
-PyObject* proxy_getattr_hook(PyObject* orig, PyObject* const* args, Py_ssize_t nargs);
-PyObject* proxy_setattr_hook(PyObject* orig, PyObject* const* args, Py_ssize_t nargs);
-PyObject* module_getattr_hook(PyObject* orig, PyObject* const* args, Py_ssize_t nargs);
-PyMethodDef g_proxy_getattr_def = {"__getattr__", reinterpret_cast<void*>(proxy_getattr_hook),
-                                   METH_FASTCALL, "imptrace: records, then calls the class's own __getattr__"};
-PyMethodDef g_proxy_setattr_def = {"__setattr__", reinterpret_cast<void*>(proxy_setattr_hook),
-                                   METH_FASTCALL, "imptrace: records, then calls the class's own __setattr__"};
-PyMethodDef g_module_getattr_def = {"__getattr__", reinterpret_cast<void*>(module_getattr_hook),
-                                    METH_FASTCALL, "imptrace: records, then calls the module's own __getattr__"};
-
 // Where a function is defined: its code's file and first line.
 Loc function_location(PyObject* fn) {
   Loc l;
@@ -1302,17 +1293,6 @@ PyObject* python_function_attr(PyObject* type, Name& attr) {
   return f;
 }
 
-bool wrap_class_method(PyObject* type, Name& attr, PyMethodDef* def) {
-  Ref orig(python_function_attr(type, attr));
-  if (!orig) return false;
-  Ref fn(py.PyCFunction_NewEx(def, orig.get(), nullptr));
-  if (!fn) { py.PyErr_Clear(); return false; }
-  // instancemethod binds like a Python function, so the C hook receives (instance, ...).
-  Ref im(py.PyInstanceMethod_New(fn.get()));
-  if (!im || py.PyObject_SetAttrString(type, attr.text, im.get()) < 0) { py.PyErr_Clear(); return false; }
-  return true;
-}
-
 void instrument_proxy_class(PyObject* type) {
   for (int i = 0; i < g_n_proxy_classes; ++i)
     if (g_proxy_classes[i] == type) return;
@@ -1335,10 +1315,8 @@ void instrument_proxy_class(PyObject* type) {
   wire::put_uint(b, ProxyClass::defined_in, intern_obj(mod.get()));
   TW::end_record(r);
 
-  ++ts().busy;  // setting a class attribute raises an audit event and may run metaclass code
-  if (ga) wrap_class_method(type, NAME("__getattr__"), &g_proxy_getattr_def);
-  if (sa) wrap_class_method(type, NAME("__setattr__"), &g_proxy_setattr_def);
-  --ts().busy;
+  // Its forwarding is observed in the class's C slots: nothing on the class changes.
+  observe_proxy_class(type, ga.get() != nullptr, sa.get() != nullptr);
 }
 
 // The module a failed or successful forward went to: AttributeError.obj (3.10+), else a
@@ -1391,70 +1369,46 @@ void record_proxy_access(uint32_t kind, PyObject* proxy, PyObject* attr, PyObjec
   TW::flush();
 }
 
-// Runs the original, then records. The error, if any, is handed back untouched.
-PyObject* call_and_record(uint32_t kind, PyObject* orig, PyObject* proxy, PyObject* attr,
-                          PyObject* a, PyObject* b2, PyObject* c, PyObject* module_for_record) {
-  PyObject* res = py.PyObject_CallFunctionObjArgs(orig, a, b2, c, nullptr);
+}  // namespace
+
+// The proxy slot hooks' side (proxy_slots.h).
+bool forward_observable() {
+  return g_enabled && g_proxies && TW::usable() && !ts().busy && g_main_interp &&
+         py.PyInterpreterState_Get() == g_main_interp;
+}
+
+void record_forward(uint32_t kind, PyObject* proxy, PyObject* attr, PyObject* res) {
   MainScope scope;
   ThreadState& t = ts();
-  if (!g_enabled || t.busy || !TW::usable()) return res;
+  if (!g_enabled || !t_main || t.busy || !TW::usable()) return;
   ++t.busy;
   PyObject *et = nullptr, *ev = nullptr, *tb = nullptr;
-  if (!res) {
-    py.PyErr_Fetch(&et, &ev, &tb);
-    py.PyErr_NormalizeException(&et, &ev, &tb);
+  if (!res) py.PyErr_Fetch(&et, &ev, &tb);
+  // The error is described as an exception instance, but the indicator is handed back as
+  // it was: 3.8-3.11 can hold a not-yet-normalized one (type and message), which is
+  // normalized here on copies, for CPython's own exception types only (a user-defined
+  // class's __init__ would run once more than untraced).
+  PyObject *nt = et, *nv = ev, *ntb = tb;
+  bool copies = false;
+  if (et && !(ev && (py.PyType_GetFlags(type_of(ev)) & TPFLAGS_BASE_EXC_SUBCLASS)) &&
+      !(py.PyType_GetFlags(et) & TPFLAGS_HEAPTYPE)) {
+    if (nt) py.Py_IncRef(nt);
+    if (nv) py.Py_IncRef(nv);
+    if (ntb) py.Py_IncRef(ntb);
+    py.PyErr_NormalizeException(&nt, &nv, &ntb);
+    copies = true;
   }
-  record_proxy_access(kind, proxy, attr, res, et, ev, module_for_record);
+  record_proxy_access(kind, proxy, attr, res, nt, nv, kind == ProxyAccess::MODULE_GETATTR ? proxy : nullptr);
+  if (copies) {
+    if (nt) py.Py_DecRef(nt);
+    if (nv) py.Py_DecRef(nv);
+    if (ntb) py.Py_DecRef(ntb);
+  }
   if (!res) py.PyErr_Restore(et, ev, tb);
   --t.busy;
-  return res;
 }
 
-PyObject* proxy_getattr_hook(PyObject* orig, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 2) return py.PyObject_Call(orig, nullptr, nullptr);
-  return call_and_record(ProxyAccess::GETATTR, orig, args[0], args[1], args[0], args[1], nullptr, nullptr);
-}
-
-PyObject* proxy_setattr_hook(PyObject* orig, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 3) return py.PyObject_Call(orig, nullptr, nullptr);
-  return call_and_record(ProxyAccess::SETATTR, orig, args[0], args[1], args[0], args[1], args[2], nullptr);
-}
-
-// PEP 562: m_self is the module's own __getattr__; its globals name the module.
-// PEP 562: m_self is (the module's own __getattr__, the module's name). The name is taken
-// when the hook is installed: the function's globals are not always the module's (Debian's
-// lazy_loader.attach returns a __getattr__ defined in lazy_loader itself). Holding the
-// name, not the module, keeps the module free of a reference cycle through its own dict.
-PyObject* module_getattr_hook(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
-  PyObject* orig = py.PyTuple_GetItem(self, 0);
-  PyObject* modname = py.PyTuple_GetItem(self, 1);
-  if (!orig || !modname) return nullptr;
-  if (nargs != 1) return py.PyObject_Call(orig, nullptr, nullptr);
-  PyObject* module = g_sysmodules ? py.PyDict_GetItem(g_sysmodules, modname) : nullptr;
-  return call_and_record(ProxyAccess::MODULE_GETATTR, orig, module ? module : orig, args[0], args[0],
-                         nullptr, nullptr, module);
-}
-
-void instrument_module_getattr(PyObject* module) {
-  PyObject* t = type_of(module);
-  if (t != py.PyModule_Type && !py.PyType_IsSubtype(t, py.PyModule_Type)) return;
-  PyObject* d = py.PyModule_GetDict(module);
-  if (!d) { py.PyErr_Clear(); return; }
-  PyObject* ga = dict_get_n(d, NAME("__getattr__"));
-  if (!ga) return;
-  PyObject* name = dict_get_n(d, NAME("__name__"));
-  if (!name) return;
-  Ref code(getattr_n(ga, NAME("__code__")));
-  if (!code) { py.PyErr_Clear(); return; }  // not a Python function (maybe already ours)
-  Ref self(py.PyTuple_New(2));
-  if (!self) { py.PyErr_Clear(); return; }
-  py.Py_IncRef(ga);
-  py.PyTuple_SetItem(self.get(), 0, ga);
-  py.Py_IncRef(name);
-  py.PyTuple_SetItem(self.get(), 1, name);
-  Ref fn(py.PyCFunction_NewEx(&g_module_getattr_def, self.get(), nullptr));
-  if (!fn || py.PyDict_SetItemString(d, "__getattr__", fn.get()) < 0) py.PyErr_Clear();
-}
+namespace {
 
 // ---- __class__ assignment -----------------------------------------------------------
 // `obj.__class__ = T`, seen before it happens. For an object under its own name in
@@ -2034,7 +1988,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
       SELF_TIMING_MARK(5, "end: shadow");
       if (res && g_proxies) {
         maybe_instrument(under, obj);
-        instrument_module_getattr(under);
+        observe_module(under);
       }
       if (res) after_main_import(name, under);
       // Top-level imports are where a program's phases change (pytest collecting test
@@ -2126,6 +2080,7 @@ void install_in_current_interpreter() {
     probe_str_layout();
     if (!g_orig_class_setter) g_orig_class_setter = patch_class_setter(class_setter_hook);
     if (!g_orig_module_dealloc) g_orig_module_dealloc = patch_module_dealloc(module_dealloc_hook);
+    if (g_proxies && !kFloor) install_module_getattr_observer();
     audit_hook_step_out();
     if (kFloor) {
       // nothing: the floor build keeps no history of sys.modules
