@@ -26,6 +26,22 @@ GetattroFn g_module_getattro = nullptr;
 // patched only when its slot holds that same function.
 GetattroFn g_class_getattr_dispatch = nullptr;
 
+// fn(a, b) as slot_tp_getattr_hook's call_attribute makes it: a vectorcall where 3.9+
+// exports one (3.8 has it inline only; its tuple-building call is the same call).
+PyObject* call2(PyObject* fn, PyObject* a, PyObject* b) {
+  if (py.PyObject_Vectorcall) {
+    PyObject* args[2] = {a, b};
+    return py.PyObject_Vectorcall(fn, args, 2, nullptr);
+  }
+  return py.PyObject_CallFunctionObjArgs(fn, a, b, nullptr);
+}
+
+// fn(a), as module_getattro's PyObject_CallOneArg makes it.
+PyObject* call1(PyObject* fn, PyObject* a) {
+  if (py.PyObject_Vectorcall) return py.PyObject_Vectorcall(fn, &a, 1, nullptr);
+  return py.PyObject_CallFunctionObjArgs(fn, a, nullptr);
+}
+
 bool is_method_descriptor(PyObject* o) {
   return (py.PyType_GetFlags(type_of(o)) & TPFLAGS_METHOD_DESCRIPTOR) != 0;
 }
@@ -43,7 +59,7 @@ PyObject* module_getattr_fn(PyObject* m) {
 // __getattr__ (3.8-3.13 alike): call it with the name, hand back what it returns.
 PyObject* call_module_getattr(PyObject* m, PyObject* getattr, PyObject* name) {
   py.Py_IncRef(getattr);  // the call may remove it from the dict
-  PyObject* res = py.PyObject_CallFunctionObjArgs(getattr, name, nullptr);
+  PyObject* res = call1(getattr, name);
   py.Py_DecRef(getattr);
   record_forward(fields::ProxyAccess::MODULE_GETATTR, m, name, res);
   return res;
@@ -108,12 +124,12 @@ PyObject* class_getattro_hook(PyObject* self, PyObject* name) {
     res = py.PyObject_GenericGetAttrWithDict(self, name, nullptr, 1);
   } else {
     py.Py_IncRef(getattribute);
-    res = py.PyObject_CallFunctionObjArgs(getattribute, self, name, nullptr);
+    res = call2(getattribute, self, name);
     py.Py_DecRef(getattribute);
     if (!res && py.PyErr_GivenExceptionMatches(py.PyErr_Occurred(), py.PyExc_AttributeError)) py.PyErr_Clear();
   }
   if (!res && !py.PyErr_Occurred()) {
-    res = py.PyObject_CallFunctionObjArgs(getattr, self, name, nullptr);
+    res = call2(getattr, self, name);
     record_forward(fields::ProxyAccess::GETATTR, self, name, res);
   }
   py.Py_DecRef(getattr);

@@ -116,7 +116,9 @@ WORKDIR = None  # where the probe's own modules are written: differs between the
 
 
 def text(value):
-    value = ADDRESS.sub(" at 0x?", str(value))
+    """What differs between any two runs, traced or not: addresses, this process's id (numpy
+    puts /proc/<pid>/stat in default arguments), the probe's own directory."""
+    value = ADDRESS.sub(" at 0x?", str(value)).replace("/proc/%d/" % os.getpid(), "/proc/<pid>/")
     return value.replace(WORKDIR, "<work>") if WORKDIR else value
 
 
@@ -130,9 +132,9 @@ def outcome(fn):
 def describe_function(prefix, f, lines):
     lines.append("%s qualname=%s" % (prefix, outcome(lambda: f.__qualname__)))
     lines.append("%s signature=%s" % (prefix, outcome(lambda: inspect.signature(f))))
-    lines.append("%s doc=%s" % (prefix, outcome(lambda: hashlib.sha1(str(f.__doc__).encode()).hexdigest())))
+    lines.append("%s doc=%s" % (prefix, outcome(lambda: hashlib.sha1(text(f.__doc__).encode()).hexdigest())))
     lines.append("%s source=%s" % (prefix, outcome(
-        lambda: hashlib.sha1(inspect.getsource(f).encode()).hexdigest())))
+        lambda: hashlib.sha1(text(inspect.getsource(f)).encode()).hexdigest())))
 
 
 def is_function(v):
@@ -151,7 +153,10 @@ def describe_module(name, m, lines):
             if isinstance(v, types.FunctionType) and v.__module__ == name and v.__qualname__ == key:
                 lines.append("    pickles=%s" % outcome(lambda: pickle.loads(pickle.dumps(v)) is v))
         elif isinstance(v, type) and getattr(v, "__module__", None) == name:
-            for ck, cv in list(vars(v).items()):
+            # A class's members in name order: some are made in a loop over a set of
+            # objects hashed by address (scipy.sparse's ufunc methods), and addresses
+            # differ between any two processes that allocate differently.
+            for ck, cv in sorted(vars(v).items()):
                 lines.append("    %s.%s: %s" % (key, ck, type(cv).__qualname__))
                 if is_function(cv):
                     describe_function("      ", cv, lines)

@@ -69,8 +69,11 @@ def probe(py, tmp_path, modules, traced):
     out = tmp_path / ("probe_%s.txt" % tag)
     programs = os.path.join(os.path.dirname(PROBE), "..", "programs")
     path = os.pathsep.join(os.path.join(programs, d) for d in ("pep562_lazy_pkgs", "lazy_loader_pkgs"))
+    # One hash seed for both runs: set iteration order (sympy's assumption names, attrs'
+    # generated __hash__) follows it.
     r = run([py, PROBE, str(out), str(work)] + list(modules), traced=traced,
-            outdir=str(tmp_path / "trace") if traced else None, env={"PYTHONPATH": path}, timeout=600)
+            outdir=str(tmp_path / "trace") if traced else None,
+            env={"PYTHONPATH": path, "PYTHONHASHSEED": "0"}, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     return out.read_text().splitlines()
 
