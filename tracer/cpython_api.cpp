@@ -118,9 +118,6 @@ bool resolve_cpython_api() {
   want(py.PyCFunction_Type, "PyCFunction_Type");
   want(py.PyObject_Vectorcall, "PyObject_Vectorcall");
   want(py.PyType_Lookup, "_PyType_Lookup");
-  want(py.PyObject_GenericGetAttr, "PyObject_GenericGetAttr");
-  want(py.PyObject_GenericGetAttrWithDict, "_PyObject_GenericGetAttrWithDict");
-  want(py.PyBaseObject_Type, "PyBaseObject_Type");
   if (py.minor >= 12) {
     want(py.PyDict_AddWatcher, "PyDict_AddWatcher");
     want(py.PyDict_Watch, "PyDict_Watch");
@@ -217,34 +214,6 @@ DestructorFn patch_module_dealloc(DestructorFn hook) {
   return orig;
 }
 
-bool patch_module_getattro(GetattroFn hook, GetattroFn* orig) {
-  void** slot = type_word("PyModule_Type", "module", 18);  // tp_getattro
-  if (!slot || !*slot) return false;
-  *orig = reinterpret_cast<GetattroFn>(*slot);
-  __atomic_thread_fence(__ATOMIC_RELEASE);
-  if (store_slot(slot, reinterpret_cast<void*>(hook))) return true;
-  *orig = nullptr;
-  return false;
-}
-
-namespace {
-// Word `index` of a heap type (PyHeapTypeObject starts with a PyTypeObject): the header
-// is whatever comes before ob_type, then ob_type and ob_size, then the slot table.
-void** heap_type_word(PyObject* type, size_t index) {
-  if (!type || py.ob_type_offset < 0 || !(py.PyType_GetFlags(type) & TPFLAGS_HEAPTYPE)) return nullptr;
-  return reinterpret_cast<void**>(reinterpret_cast<char*>(type) + py.ob_type_offset - 8 + index * 8);
-}
-}  // namespace
-
-GetattroFn type_getattro(PyObject* type) {
-  void** w = heap_type_word(type, 18);
-  return w ? reinterpret_cast<GetattroFn>(__atomic_load_n(w, __ATOMIC_ACQUIRE)) : nullptr;
-}
-bool set_type_getattro(PyObject* type, GetattroFn fn) {
-  void** w = heap_type_word(type, 18);
-  if (w) __atomic_store_n(w, reinterpret_cast<void*>(fn), __ATOMIC_RELEASE);
-  return w != nullptr;
-}
 VectorcallFn* function_vectorcall(PyObject* fn) {
   static void* function_type = dlsym(RTLD_DEFAULT, "PyFunction_Type");
   static void** offset_word = type_word("PyFunction_Type", "function", 7);  // tp_vectorcall_offset

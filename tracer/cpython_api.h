@@ -139,14 +139,9 @@ struct CPythonApi {
   int (*PyDict_AddWatcher)(DictWatchCallback);
   int (*PyDict_Watch)(int, PyObject*);
 
-  // Attribute lookup as CPython's own slots do it (exported in 3.8-3.13; the proxy slot
-  // hooks need all of them, see proxy_slots.h). _PyType_Lookup: the MRO lookup, borrowed,
-  // no error; _PyObject_GenericGetAttrWithDict with suppress=1: a miss returns null with
-  // no AttributeError set.
+  // CPython's MRO lookup, as its slot functions do it (borrowed, no error, no metaclass
+  // code run). Exported 3.8-3.13; proxy_observer.h needs it.
   PyObject* (*PyType_Lookup)(PyObject*, PyObject*);
-  PyObject* (*PyObject_GenericGetAttr)(PyObject*, PyObject*);
-  PyObject* (*PyObject_GenericGetAttrWithDict)(PyObject*, PyObject*, PyObject*, int);
-  PyObject* PyBaseObject_Type;
 
   bool has_dict_watchers() const { return PyDict_AddWatcher && PyDict_Watch; }
 
@@ -168,7 +163,6 @@ bool resolve_cpython_api();
 
 // Type flag bits (stable since 3.0).
 constexpr unsigned long TPFLAGS_HEAPTYPE = 1UL << 9;
-constexpr unsigned long TPFLAGS_METHOD_DESCRIPTOR = 1UL << 17;  // 3.8+: binds like a function
 constexpr unsigned long TPFLAGS_LONG_SUBCLASS = 1UL << 24;
 constexpr unsigned long TPFLAGS_LIST_SUBCLASS = 1UL << 25;
 constexpr unsigned long TPFLAGS_UNICODE_SUBCLASS = 1UL << 28;
@@ -281,21 +275,6 @@ SetterFn patch_class_setter(SetterFn hook);
 // it through subtype_dealloc). Swapped for `hook`; returns the original or null.
 typedef void (*DestructorFn)(PyObject*);
 DestructorFn patch_module_dealloc(DestructorFn hook);
-
-// The attribute-read slot (PyTypeObject's tp_getattro, word 18 in 3.8-3.13). Every
-// `obj.name` read from Python or C goes through it (except where the specialising
-// interpreter of 3.11+ has turned a hit into a direct load, which it guards with the
-// type's version and never does for a miss).
-typedef PyObject* (*GetattroFn)(PyObject*, PyObject*);
-// types.ModuleType's tp_getattro (module_getattro, PEP 562), swapped for `hook`. The
-// original is written to *orig before the swap (the hook needs it from its first call);
-// false (and *orig null) when the type layout is not the one expected.
-bool patch_module_getattro(GetattroFn hook, GetattroFn* orig);
-// A heap type's tp_getattro, read and swapped (the type is writable memory; the store is
-// atomic so that another thread reading the slot sees the old or the new pointer). Null /
-// false when `type` is not a heap type or the object header's layout is not known.
-GetattroFn type_getattro(PyObject* type);
-bool set_type_getattro(PyObject* type, GetattroFn fn);
 
 // Where a Python function object keeps its C entry point (PyFunctionObject.vectorcall, at
 // PyFunction_Type's tp_vectorcall_offset, word 7 of the type, 3.8-3.13). Every call made

@@ -12,8 +12,8 @@
 //  3. sys.modules writes are seen by a dict watcher (3.12+) or found by comparing a
 //     shadow copy at import boundaries (3.8-3.11; see ModulesShadow).
 //  4. Proxy forwarding (PEP 562 module __getattr__, the __getattr__/__setattr__ of proxy
-//     classes found under sys.modules keys) is observed in the types' C attribute slots
-//     (proxy_slots.h). No object Python code can reach is replaced.
+//     classes found under sys.modules keys) is observed at those functions' C entry
+//     points (proxy_observer.h). No object Python code can reach is replaced.
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <pthread.h>
@@ -29,7 +29,7 @@
 #include "hash.h"
 #include "tracer_memory.h"
 #include "open_table.h"
-#include "proxy_slots.h"
+#include "proxy_observer.h"
 #include "records.h"
 #include "self_timing.h"
 #include "trace_writer.h"
@@ -1315,7 +1315,8 @@ void instrument_proxy_class(PyObject* type) {
   wire::put_uint(b, ProxyClass::defined_in, intern_obj(mod.get()));
   TW::end_record(r);
 
-  // Its forwarding is observed in the class's C slots: nothing on the class changes.
+  // Its forwarding is observed at its functions' C entry points: nothing on the class
+  // changes.
   observe_proxy_class(type, ga.get() != nullptr, sa.get() != nullptr);
 }
 
@@ -1371,7 +1372,7 @@ void record_proxy_access(uint32_t kind, PyObject* proxy, PyObject* attr, PyObjec
 
 }  // namespace
 
-// The proxy slot hooks' side (proxy_slots.h).
+// The proxy observer's side (proxy_observer.h).
 bool forward_observable() {
   return g_enabled && g_proxies && TW::usable() && !ts().busy && g_main_interp &&
          py.PyInterpreterState_Get() == g_main_interp;
@@ -2080,7 +2081,6 @@ void install_in_current_interpreter() {
     probe_str_layout();
     if (!g_orig_class_setter) g_orig_class_setter = patch_class_setter(class_setter_hook);
     if (!g_orig_module_dealloc) g_orig_module_dealloc = patch_module_dealloc(module_dealloc_hook);
-    if (g_proxies && !kFloor) install_module_getattr_observer();
     audit_hook_step_out();
     if (kFloor) {
       // nothing: the floor build keeps no history of sys.modules
