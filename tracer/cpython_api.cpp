@@ -118,6 +118,7 @@ bool resolve_cpython_api() {
   want(py.PyCFunction_Type, "PyCFunction_Type");
   want(py.PyObject_Vectorcall, "PyObject_Vectorcall");
   want(py.PyType_Lookup, "_PyType_Lookup");
+  want(py.PyFunction_Vectorcall, "_PyFunction_Vectorcall");
   if (py.minor >= 12) {
     want(py.PyDict_AddWatcher, "PyDict_AddWatcher");
     want(py.PyDict_Watch, "PyDict_Watch");

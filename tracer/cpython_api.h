@@ -142,6 +142,8 @@ struct CPythonApi {
   // CPython's MRO lookup, as its slot functions do it (borrowed, no error, no metaclass
   // code run). Exported 3.8-3.13; proxy_observer.h needs it.
   PyObject* (*PyType_Lookup)(PyObject*, PyObject*);
+  // Every Python function's own C entry point (exported 3.8-3.12; 3.13 keeps it internal).
+  PyObject* (*PyFunction_Vectorcall)(PyObject*, PyObject* const*, size_t, PyObject*);
 
   bool has_dict_watchers() const { return PyDict_AddWatcher && PyDict_Watch; }
 

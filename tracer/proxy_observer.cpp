@@ -10,8 +10,8 @@ using fields::ProxyAccess::GETATTR;
 using fields::ProxyAccess::MODULE_GETATTR;
 using fields::ProxyAccess::SETATTR;
 
-// CPython's _PyFunction_Vectorcall: every Python function's entry point, learned from the
-// first function observed.
+// CPython's _PyFunction_Vectorcall: every Python function's entry point. Where it is not
+// exported (3.13), learned from the first function observed.
 VectorcallFn g_function_vectorcall = nullptr;
 
 // Observed functions by address, open addressing. The functions are not owned: an entry
@@ -91,7 +91,8 @@ void observe_function(PyObject* fn, uint32_t kind, PyObject* name) {
   VectorcallFn* entry = function_vectorcall(fn);
   if (!entry) return;
   VectorcallFn cur = __atomic_load_n(entry, __ATOMIC_ACQUIRE);
-  if (!g_function_vectorcall && cur != &observed_entry) g_function_vectorcall = cur;
+  if (!g_function_vectorcall)
+    g_function_vectorcall = py.PyFunction_Vectorcall ? py.PyFunction_Vectorcall : cur != &observed_entry ? cur : nullptr;
   // Not CPython's entry point (already ours, or someone else's: a profiler, a JIT): left
   // alone.
   if (cur != g_function_vectorcall) return;
