@@ -541,7 +541,7 @@ def parse_annotate(txt):
 
 # ----------------------------------------------------------------------------------------
 # Viewer speed: traces of 100,000 imports written directly in the wire format
-# (proto/imptrace.proto, field numbers as in proto/records.h).
+# (proto/imptrace.proto, field numbers from its .proto).
 
 
 def varint(v):
