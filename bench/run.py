@@ -55,8 +55,7 @@ LEAF = textwrap.dedent('''\
 # Tracer entry points that run CPython's own work inside them (their inclusive cost is
 # mostly not the tracer's).
 WRAPPING_HOOKS = ("find_and_load_hook", "handle_fromlist_hook", "call_original", "dict_ass_subscript_hook",
-                  "module_dealloc_hook", "class_setter_hook", "exec_wrapper", "proxy_getattr_hook",
-                  "proxy_setattr_hook", "module_getattr_hook")
+                  "module_dealloc_hook", "class_setter_hook", "exec_wrapper", "observed_entry")
 
 
 def gen_tree(root, total=5000, top="bt_root"):

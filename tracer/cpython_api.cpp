@@ -114,6 +114,8 @@ bool resolve_cpython_api() {
   want(py.PyFrame_GetCode, "PyFrame_GetCode");
   want(py.PyCFunction_Type, "PyCFunction_Type");
   want(py.PyObject_Vectorcall, "PyObject_Vectorcall");
+  want(py.PyType_Lookup, "_PyType_Lookup");
+  want(py.PyFunction_Vectorcall, "_PyFunction_Vectorcall");
   if (py.minor >= 12) {
     want(py.PyDict_AddWatcher, "PyDict_AddWatcher");
     want(py.PyDict_Watch, "PyDict_Watch");
@@ -208,6 +210,17 @@ DestructorFn patch_module_dealloc(DestructorFn hook) {
   auto orig = reinterpret_cast<DestructorFn>(*slot);
   if (!store_slot(slot, reinterpret_cast<void*>(hook))) return nullptr;
   return orig;
+}
+
+VectorcallFn* function_vectorcall(PyObject* fn) {
+  static void* function_type = dlsym(RTLD_DEFAULT, "PyFunction_Type");
+  static void** offset_word = type_word("PyFunction_Type", "function", layout::kTpVectorcallOffset);
+  if (!fn || !function_type || !offset_word || type_of(fn) != function_type) return nullptr;
+  // A pointer-aligned field inside the function object's first few hundred bytes, else
+  // the type is not laid out as expected and nothing is touched.
+  auto offset = reinterpret_cast<intptr_t>(*offset_word);
+  if (offset <= 0 || offset > layout::kMaxFunctionVectorcallOffset || offset % 8) return nullptr;
+  return reinterpret_cast<VectorcallFn*>(reinterpret_cast<char*>(fn) + offset);
 }
 
 ObjObjArgProc patch_dict_ass_subscript(ObjObjArgProc hook) {

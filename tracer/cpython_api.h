@@ -142,6 +142,12 @@ struct CPythonApi {
   int (*PyDict_AddWatcher)(DictWatchCallback) = nullptr;
   int (*PyDict_Watch)(int, PyObject*) = nullptr;
 
+  // CPython's MRO lookup, as its slot functions do it (borrowed, no error, no metaclass
+  // code run). Exported 3.8-3.13; proxy_observer.h needs it.
+  PyObject* (*PyType_Lookup)(PyObject*, PyObject*) = nullptr;
+  // Every Python function's own C entry point (exported 3.8-3.12; 3.13 keeps it internal).
+  PyObject* (*PyFunction_Vectorcall)(PyObject*, PyObject* const*, size_t, PyObject*) = nullptr;
+
   bool has_dict_watchers() const { return PyDict_AddWatcher && PyDict_Watch; }
 
   // Where an object's type pointer sits: after ob_refcnt (8), plus two words of
@@ -179,6 +185,7 @@ constexpr int kAsciiData = 32;          // ... 3.12+ (no wstr)
 // PyTypeObject words (8 bytes each, counted from the start of a release-build object).
 constexpr size_t kTpName = 3;
 constexpr size_t kTpDealloc = 6;
+constexpr size_t kTpVectorcallOffset = 7;  // where instances keep their C entry point
 constexpr size_t kTpAsMapping = 14;
 constexpr size_t kTpGetset = 31;
 constexpr size_t kMpAssSubscript = 2;  // PyMappingMethods: mp_length, mp_subscript, mp_ass_subscript
@@ -191,9 +198,13 @@ constexpr int kMethodDescrMethod = 32;
 // Line tables (3.8-3.10): (unsigned byte increment, signed line increment) pairs.
 constexpr size_t kLineTableEntry = 2;      // co_lnotab, 3.10's co_linetable: bytes per pair
 constexpr int8_t kLineTable310NoLine = -128;  // 3.10's line increment for "no line" (PEP 626)
+// PyFunctionObject is about twenty words on every version: a tp_vectorcall_offset past
+// this bound means a layout the tracer does not know.
+constexpr intptr_t kMaxFunctionVectorcallOffset = 512;
 }  // namespace layout
 
 // Type flag bits (stable since 3.0).
+constexpr unsigned long TPFLAGS_HEAPTYPE = 1UL << 9;
 constexpr unsigned long TPFLAGS_LONG_SUBCLASS = 1UL << 24;
 constexpr unsigned long TPFLAGS_LIST_SUBCLASS = 1UL << 25;
 constexpr unsigned long TPFLAGS_TUPLE_SUBCLASS = 1UL << 26;
@@ -330,6 +341,14 @@ SetterFn patch_class_setter(SetterFn hook);
 // it through subtype_dealloc). Swapped for `hook`; returns the original or null.
 typedef void (*DestructorFn)(PyObject*);
 DestructorFn patch_module_dealloc(DestructorFn hook);
+
+// Where a Python function object keeps its C entry point (PyFunctionObject.vectorcall, at
+// PyFunction_Type's tp_vectorcall_offset, layout::kTpVectorcallOffset, 3.8-3.13). Every
+// call made from C (PyObject_Vectorcall and the calls built on it, which is how CPython's
+// slot functions call a class's __setattr__ or __getattr__) goes through it. Null when `fn` is
+// not a plain Python function or the layout is not the one expected.
+typedef PyObject* (*VectorcallFn)(PyObject*, PyObject* const*, size_t, PyObject*);
+VectorcallFn* function_vectorcall(PyObject* fn);
 
 // Frame walking, one spelling for all versions. Returns new references.
 PyObject* frame_back(PyObject* frame);

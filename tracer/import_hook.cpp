@@ -9,6 +9,7 @@
 #include "object_description.h"
 #include "process_state.h"
 #include "proxies.h"
+#include "proxy_observer.h"
 #include "pytest_context.h"
 #include "record_encoder.h"
 #include "string_interning.h"
@@ -227,7 +228,7 @@ void record_import_end(ThreadState& t, const InFlight& self, PyObject* name, PyO
     }
     if (res && g_settings.proxies) {
       instrument_if_proxy(out.module, out.described);
-      instrument_module_getattr(out.module);
+      observe_module(out.module);
     }
     if (res) keep_audit_hook_where_needed(name, out.module);
     // Top-level imports are where a program's phases change (pytest collecting test

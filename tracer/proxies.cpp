@@ -3,6 +3,7 @@
 #include "code_location.h"
 #include "object_description.h"
 #include "process_state.h"
+#include "proxy_observer.h"
 #include "pytest_context.h"
 #include "record_encoder.h"
 #include "string_interning.h"
@@ -21,16 +22,6 @@ struct ProxyClasses {
 };
 ProxyClasses g_proxy_classes;
 
-PyObject* proxy_getattr_hook(PyObject* orig, PyObject* const* args, Py_ssize_t nargs);
-PyObject* proxy_setattr_hook(PyObject* orig, PyObject* const* args, Py_ssize_t nargs);
-PyObject* module_getattr_hook(PyObject* self, PyObject* const* args, Py_ssize_t nargs);
-PyMethodDef g_proxy_getattr_def = {"__getattr__", reinterpret_cast<void*>(proxy_getattr_hook),
-                                   METH_FASTCALL, "imptrace: records, then calls the class's own __getattr__"};
-PyMethodDef g_proxy_setattr_def = {"__setattr__", reinterpret_cast<void*>(proxy_setattr_hook),
-                                   METH_FASTCALL, "imptrace: records, then calls the class's own __setattr__"};
-PyMethodDef g_module_getattr_def = {"__getattr__", reinterpret_cast<void*>(module_getattr_hook),
-                                    METH_FASTCALL, "imptrace: records, then calls the module's own __getattr__"};
-
 // A Python function found on the class (through its MRO) under attr, or null.
 PyObject* python_function_attr(PyObject* type, Name& attr) {
   PyObject* f = getattr_n(type, attr);
@@ -39,17 +30,6 @@ PyObject* python_function_attr(PyObject* type, Name& attr) {
   if (!code) { py.PyErr_Clear(); py.Py_DecRef(f); return nullptr; }
   py.Py_DecRef(code);
   return f;
-}
-
-bool wrap_class_method(PyObject* type, Name& attr, PyMethodDef* def) {
-  Ref orig(python_function_attr(type, attr));
-  if (!orig) return false;
-  Ref fn(py.PyCFunction_NewEx(def, orig.get(), nullptr));
-  if (!fn) { py.PyErr_Clear(); return false; }
-  // instancemethod binds like a Python function, so the C hook receives (instance, ...).
-  Ref im(py.PyInstanceMethod_New(fn.get()));
-  if (!im || py.PyObject_SetAttrString(type, attr.text, im.get()) < 0) { py.PyErr_Clear(); return false; }
-  return true;
 }
 
 void instrument_proxy_class(PyObject* type) {
@@ -74,10 +54,9 @@ void instrument_proxy_class(PyObject* type) {
   wire::put_uint(b, ProxyClass::defined_in, intern_obj(mod.get()));
   TraceWriter::end_record(r);
 
-  ++ts().inside_tracer;  // setting a class attribute raises an audit event and may run metaclass code
-  if (ga) wrap_class_method(type, NAME("__getattr__"), &g_proxy_getattr_def);
-  if (sa) wrap_class_method(type, NAME("__setattr__"), &g_proxy_setattr_def);
-  --ts().inside_tracer;
+  // Its forwarding is observed at its functions' C entry points: nothing on the class
+  // changes.
+  observe_proxy_class(type, ga.get() != nullptr, sa.get() != nullptr);
 }
 
 // The module a failed or successful forward went to: AttributeError.obj (3.10+), else a
@@ -130,77 +109,49 @@ void record_proxy_access(uint32_t kind, PyObject* proxy, PyObject* attr, PyObjec
   TraceWriter::flush();
 }
 
-// Runs the original, then records. The error, if any, is handed back untouched.
-PyObject* call_and_record(uint32_t kind, PyObject* orig, PyObject* proxy, PyObject* attr,
-                          PyObject* a, PyObject* b2, PyObject* c, PyObject* module_for_record) {
-  PyObject* res = py.PyObject_CallFunctionObjArgs(orig, a, b2, c, nullptr);
+}  // namespace
+
+// The proxy observer's side (proxy_observer.h).
+bool forward_observable() {
+  return g_settings.enabled && g_settings.proxies && TraceWriter::usable() && !ts().inside_tracer &&
+         g_main_interpreter.interp && py.PyInterpreterState_Get() == g_main_interpreter.interp;
+}
+
+void record_forward(uint32_t kind, PyObject* proxy, PyObject* attr, PyObject* res) {
   InterpreterScope scope;
   ThreadState& t = ts();
-  if (!g_settings.enabled || t.inside_tracer || !TraceWriter::usable()) return res;
+  if (!g_settings.enabled || !in_main_interpreter() || t.inside_tracer || !TraceWriter::usable()) return;
   ++t.inside_tracer;
   PyObject *et = nullptr, *ev = nullptr, *tb = nullptr;
-  if (!res) {
-    py.PyErr_Fetch(&et, &ev, &tb);
-    py.PyErr_NormalizeException(&et, &ev, &tb);
+  if (!res) py.PyErr_Fetch(&et, &ev, &tb);
+  // The error is described as an exception instance, but the indicator is handed back as
+  // it was: 3.8-3.11 can hold a not-yet-normalized one (type and message), which is
+  // normalized here on copies, for CPython's own exception types only (a user-defined
+  // class's __init__ would run once more than untraced).
+  PyObject *nt = et, *nv = ev, *ntb = tb;
+  bool copies = false;
+  if (et && !(ev && (py.PyType_GetFlags(type_of(ev)) & TPFLAGS_BASE_EXC_SUBCLASS)) &&
+      !(py.PyType_GetFlags(et) & TPFLAGS_HEAPTYPE)) {
+    if (nt) py.Py_IncRef(nt);
+    if (nv) py.Py_IncRef(nv);
+    if (ntb) py.Py_IncRef(ntb);
+    py.PyErr_NormalizeException(&nt, &nv, &ntb);
+    copies = true;
   }
-  record_proxy_access(kind, proxy, attr, res, et, ev, module_for_record);
+  record_proxy_access(kind, proxy, attr, res, nt, nv, kind == ProxyAccess::MODULE_GETATTR ? proxy : nullptr);
+  if (copies) {
+    if (nt) py.Py_DecRef(nt);
+    if (nv) py.Py_DecRef(nv);
+    if (ntb) py.Py_DecRef(ntb);
+  }
   if (!res) py.PyErr_Restore(et, ev, tb);
   --t.inside_tracer;
-  return res;
 }
-
-PyObject* proxy_getattr_hook(PyObject* orig, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 2) return py.PyObject_Call(orig, nullptr, nullptr);
-  return call_and_record(ProxyAccess::GETATTR, orig, args[0], args[1], args[0], args[1], nullptr, nullptr);
-}
-
-PyObject* proxy_setattr_hook(PyObject* orig, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 3) return py.PyObject_Call(orig, nullptr, nullptr);
-  return call_and_record(ProxyAccess::SETATTR, orig, args[0], args[1], args[0], args[1], args[2], nullptr);
-}
-
-// PEP 562: m_self is (the module's own __getattr__, the module's name). The name is taken
-// when the hook is installed: the function's globals are not always the module's (Debian's
-// lazy_loader.attach returns a __getattr__ defined in lazy_loader itself). Holding the
-// name, not the module, keeps the module free of a reference cycle through its own dict.
-PyObject* module_getattr_hook(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
-  PyObject* orig = py.PyTuple_GetItem(self, 0);
-  PyObject* modname = py.PyTuple_GetItem(self, 1);
-  if (!orig || !modname) return nullptr;
-  if (nargs != 1) return py.PyObject_Call(orig, nullptr, nullptr);
-  PyObject* sys_modules = g_main_interpreter.sys_modules;
-  PyObject* module = sys_modules ? py.PyDict_GetItem(sys_modules, modname) : nullptr;
-  return call_and_record(ProxyAccess::MODULE_GETATTR, orig, module ? module : orig, args[0], args[0],
-                         nullptr, nullptr, module);
-}
-
-}  // namespace
 
 void instrument_if_proxy(PyObject* obj, const ObjectDescription& described) {
   if (!g_settings.proxies || !(described.flags & ObjectFlags::proxy)) return;
   Ref type(py.PyObject_Type(obj));
   instrument_proxy_class(type.get());
-}
-
-void instrument_module_getattr(PyObject* module) {
-  PyObject* t = type_of(module);
-  if (t != py.PyModule_Type && !py.PyType_IsSubtype(t, py.PyModule_Type)) return;
-  PyObject* d = py.PyModule_GetDict(module);
-  if (!d) { py.PyErr_Clear(); return; }
-  PyObject* ga = dict_get_n(d, NAME("__getattr__"));
-  if (!ga) return;
-  PyObject* name = dict_get_n(d, NAME("__name__"));
-  if (!name) return;
-  Ref code(getattr_n(ga, NAME("__code__")));
-  if (!code) { py.PyErr_Clear(); return; }  // not a Python function (maybe already ours)
-  Ref self(py.PyTuple_New(2));
-  if (!self) { py.PyErr_Clear(); return; }
-  py.Py_IncRef(ga);
-  py.PyTuple_SetItem(self.get(), 0, ga);
-  py.Py_IncRef(name);
-  py.PyTuple_SetItem(self.get(), 1, name);
-  Ref fn(py.PyCFunction_NewEx(&g_module_getattr_def, self.get(), nullptr));
-  if (!fn || py.PyDict_SetItemString(d, "__getattr__", fn.get()) < 0) py.PyErr_Clear();
 }
 
 }  // namespace imptrace

@@ -1,6 +1,8 @@
 // Proxies: classes found under sys.modules keys that override attribute access, and
-// PEP 562 module __getattr__, get a C wrapper around their __getattr__/__setattr__ so that
-// their forwarding is recorded. Nothing else in the program is touched.
+// PEP 562 module __getattr__. Each proxy class is recorded once (where its hooks are
+// defined); its forwarding, and a module's __getattr__, is observed at the forwarding
+// functions' C entry points (proxy_observer.h), which call back here to record each
+// forward. No object Python code can reach is replaced or added.
 #pragma once
 
 #include "cpython_api.h"
@@ -8,11 +10,8 @@
 
 namespace imptrace {
 
-// Instruments the class of `obj` when its description says it is a proxy (and proxies are
-// instrumented in this run).
+// Records the class of `obj` and observes its forwarding when its description says it is
+// a proxy (and proxies are observed in this run).
 void instrument_if_proxy(PyObject* obj, const ObjectDescription& described);
-
-// Wraps a module's own PEP 562 __getattr__, if it has one.
-void instrument_module_getattr(PyObject* module);
 
 }  // namespace imptrace

@@ -1,0 +1,137 @@
+// The observed functions of proxy_observer.h and their entry-point hook.
+#include "proxy_observer.h"
+
+#include "records.h"
+
+namespace imptrace {
+namespace {
+
+using fields::ProxyAccess::GETATTR;
+using fields::ProxyAccess::MODULE_GETATTR;
+using fields::ProxyAccess::SETATTR;
+
+// One observed function. The function is not owned: an entry is consulted only by the
+// hook, and the hook runs only for a live function whose entry point the tracer set,
+// whose entry is the one written then (a function later allocated at a dead one's address
+// starts with CPython's entry point, and observing it rewrites the entry). `name` (a
+// module's __name__, for MODULE_GETATTR) is held: a str reference, deliberately kept
+// while the entry lives.
+struct Observed {
+  PyObject* fn;
+  uint32_t kind;
+  PyObject* name;
+};
+constexpr size_t kObserved = 4096;  // a power of two; observing stops at 3/4 full
+
+struct ProxyObserver {
+  // CPython's _PyFunction_Vectorcall: every Python function's entry point. Where it is
+  // not exported (3.13), learned from the first function observed.
+  VectorcallFn function_vectorcall;
+  // Observed functions by address, open addressing.
+  Observed observed[kObserved];
+  size_t n_observed;
+  // Kept for the process lifetime (deliberate), made in the main interpreter.
+  PyObject* getattr_str;  // "__getattr__"
+  PyObject* setattr_str;  // "__setattr__"
+  PyObject* name_str;     // "__name__"
+};
+ProxyObserver g_observer;
+
+size_t home(PyObject* fn) {
+  uintptr_t a = reinterpret_cast<uintptr_t>(fn) >> 4;
+  return (a ^ (a >> 12)) & (kObserved - 1);
+}
+
+const Observed* find(PyObject* fn) {
+  for (size_t i = home(fn), n = 0; n < kObserved; i = (i + 1) & (kObserved - 1), ++n) {
+    if (g_observer.observed[i].fn == fn) return &g_observer.observed[i];
+    if (!g_observer.observed[i].fn) return nullptr;
+  }
+  return nullptr;
+}
+
+bool strings_ready() {
+  if (g_observer.getattr_str) return true;
+  if (!py.PyType_Lookup) return false;
+  PyObject* ga = py.PyUnicode_InternFromString("__getattr__");
+  PyObject* sa = py.PyUnicode_InternFromString("__setattr__");
+  PyObject* nm = py.PyUnicode_InternFromString("__name__");
+  if (!ga || !sa || !nm) {
+    py.PyErr_Clear();
+    return false;
+  }
+  g_observer.setattr_str = sa;
+  g_observer.name_str = nm;
+  g_observer.getattr_str = ga;  // last: it says the other two are there
+  return true;
+}
+
+// The hook: CPython's own entry point first, with everything as received, then the
+// record. The result and the error indicator go back as CPython left them.
+PyObject* observed_entry(PyObject* fn, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  PyObject* res = g_observer.function_vectorcall(fn, args, nargsf, kwnames);
+  const Observed* o = find(fn);
+  if (!o || kwnames || !forward_observable()) return res;
+  // PY_VECTORCALL_ARGUMENTS_OFFSET is the top bit of nargsf.
+  size_t nargs = nargsf & ~(size_t(1) << (8 * sizeof(size_t) - 1));
+  if (o->kind == GETATTR && nargs == 2) {
+    record_forward(GETATTR, args[0], args[1], res);
+  } else if (o->kind == SETATTR && nargs == 3) {
+    record_forward(SETATTR, args[0], args[1], res);
+  } else if (o->kind == MODULE_GETATTR && nargs == 1) {
+    // The module by the name taken when it was observed: the function's globals are not
+    // always the module's (Debian's lazy_loader.attach defines __getattr__ in lazy_loader
+    // itself), and holding the name rather than the module adds no reference to it.
+    PyObject* modules = py.PyImport_GetModuleDict();
+    PyObject* module = modules && o->name ? dict_lookup(modules, o->name) : nullptr;
+    record_forward(MODULE_GETATTR, module ? module : fn, args[0], res);
+  }
+  return res;
+}
+
+// Starts observing `fn` (a Python function, else nothing happens) as `kind`.
+void observe_function(PyObject* fn, uint32_t kind, PyObject* name) {
+  VectorcallFn* entry = function_vectorcall(fn);
+  if (!entry) return;
+  VectorcallFn cur = __atomic_load_n(entry, __ATOMIC_ACQUIRE);
+  ProxyObserver& s = g_observer;
+  if (!s.function_vectorcall)
+    s.function_vectorcall = py.PyFunction_Vectorcall ? py.PyFunction_Vectorcall : cur != &observed_entry ? cur : nullptr;
+  // Not CPython's entry point (already ours, or someone else's: a profiler, a JIT): left
+  // alone.
+  if (cur != s.function_vectorcall) return;
+  size_t i = home(fn);
+  while (s.observed[i].fn && s.observed[i].fn != fn) i = (i + 1) & (kObserved - 1);
+  if (!s.observed[i].fn) {
+    if (s.n_observed >= kObserved / 4 * 3) return;
+    ++s.n_observed;
+  }
+  if (name) py.Py_IncRef(name);
+  PyObject* old = s.observed[i].fn == fn ? s.observed[i].name : nullptr;
+  s.observed[i] = Observed{fn, kind, name};
+  if (old) py.Py_DecRef(old);
+  __atomic_store_n(entry, &observed_entry, __ATOMIC_RELEASE);
+}
+
+}  // namespace
+
+void observe_module(PyObject* module) {
+  if (!strings_ready()) return;
+  PyObject* t = type_of(module);
+  if (t != py.PyModule_Type && !py.PyType_IsSubtype(t, py.PyModule_Type)) return;
+  PyObject* d = py.PyModule_GetDict(module);
+  if (!d) { py.PyErr_Clear(); return; }
+  PyObject* getattr = dict_lookup(d, g_observer.getattr_str);
+  PyObject* name = dict_lookup(d, g_observer.name_str);
+  if (getattr && name && type_of(name) == py.PyUnicode_Type) observe_function(getattr, MODULE_GETATTR, name);
+}
+
+void observe_proxy_class(PyObject* type, bool getattr, bool setattr) {
+  if (!strings_ready()) return;
+  // _PyType_Lookup: the MRO's entry as CPython's slot functions find it, with no
+  // metaclass code run. Borrowed; the class keeps it.
+  if (getattr) observe_function(py.PyType_Lookup(type, g_observer.getattr_str), GETATTR, nullptr);
+  if (setattr) observe_function(py.PyType_Lookup(type, g_observer.setattr_str), SETATTR, nullptr);
+}
+
+}  // namespace imptrace
