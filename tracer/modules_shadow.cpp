@@ -381,33 +381,19 @@ void shadow_adopt(PyObject* key, PyObject* value, bool describe_value) {
 }
 
 void shadow_register_owed_walk_at_exit() {
-  if (g_modules_shadow.owed_walk_registered || !g_modules_shadow.walk_budget.owed() || !py.PyImport_ImportModule ||
-      !in_main_interpreter())
+  if (g_modules_shadow.owed_walk_registered || !g_modules_shadow.walk_budget.owed() || !in_main_interpreter())
     return;
-  g_modules_shadow.owed_walk_registered = true;  // one attempt per process
-  bool had = py.PyDict_GetItemString(sys_modules(), "atexit") != nullptr;
-  Ref m(py.PyImport_ImportModule("atexit"));
-  Ref reg(m ? py.PyObject_GetAttrString(m.get(), "register") : nullptr);
+  // Only an atexit the program already imported: importing it here would stand in for the
+  // program's own import (absent from its trace in the runs where a walk was put off,
+  // present in `-X importtime`). Without it, a comparison still owed at exit is made at the
+  // next boundary if there is one.
+  PyObject* m = py.PyDict_GetItemString(sys_modules(), "atexit");  // borrowed
+  if (!m) return;
+  g_modules_shadow.owed_walk_registered = true;  // one registration per process
+  Ref reg(py.PyObject_GetAttrString(m, "register"));
   Ref fn(reg ? py.PyCFunction_NewEx(&g_owed_walk_def, nullptr, nullptr) : nullptr);
   Ref r(fn ? py.PyObject_CallFunctionObjArgs(reg.get(), fn.get(), nullptr) : nullptr);
   if (!r) py.PyErr_Clear();
-  if (m && !had) {
-    // The tracer's import must not stand in for the program's: a program that imports
-    // atexit later would find it loaded, and its trace would lack that import in some
-    // runs only (whether a walk is put off depends on timing). Where the callbacks
-    // survive it, atexit leaves sys.modules again; on 3.8 and 3.9 it stays (see
-    // atexit_callbacks_per_interpreter) and is taken into the shadow as it is.
-    bool undo = atexit_callbacks_per_interpreter() && py.PyDict_DelItemString &&
-                py.PyDict_DelItemString(sys_modules(), "atexit") == 0;
-    WriterLock lock;
-    PyObject* key = py.PyUnicode_FromString("atexit");
-    if (key) {
-      PyObject* v = undo ? nullptr : dict_lookup(sys_modules(), key);
-      shadow_adopt(key, v, true);
-      py.Py_DecRef(key);
-    }
-    py.PyErr_Clear();
-  }
 }
 
 void shadow_at_import_start(ThreadState& t, PyObject* name, uint32_t name_id, bool top_level) {

@@ -158,9 +158,9 @@ void write_process(JsonWriter& w, const Process& p) {
   w.field("tracer_version", p.tracer_version);
   w.field("trace_schema", std::to_string(p.schema_major) + "." + std::to_string(p.schema_minor));
   w.field("trace_file", p.source_file);
-  // Truncated: the trace does not cover the whole process, because its file was cut inside
-  // a record or because it has no end record (killed, cut at a record boundary, running).
-  w.field("truncated", p.truncated || p.end.how == model::ProcessEnd::How::None);
+  // Truncated: the file was cut inside a record. A process killed before it could write its
+  // end record (SIGTERM, SIGKILL) has whole records and says so in "end".
+  w.field("truncated", p.truncated);
   w.key("end");
   w.begin_object();
   w.field("how", model::end_how_name(p.end.how));

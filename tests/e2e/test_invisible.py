@@ -31,10 +31,11 @@ LARGE = ["scipy", "scipy.stats", "scipy.linalg", "scipy.sparse", "scipy.optimize
 
 # The tracer's own entry points, still Python-visible C callables and not part of this
 # issue: the import hook in importlib's bootstrap module (the same module object under both
-# names) and the exec wrappers in os/posix that flush the trace before exec.
+# names), the exec wrappers in os/posix that flush the trace before exec, and the os._exit
+# wrapper that records how the process ended.
 TRACER_ENTRY_POINTS = {(m, f) for m in ("_frozen_importlib", "importlib._bootstrap")
                        for f in ("_find_and_load", "_handle_fromlist")} | \
-                      {(m, f) for m in ("os", "posix") for f in ("execv", "execve")}
+                      {(m, f) for m in ("os", "posix") for f in ("execv", "execve", "_exit")}
 
 MODULE_LINE = re.compile(r"^module (\S+) type=")
 KEY_LINE = re.compile(r"^  ([^ :][^:]*): ")
