@@ -188,4 +188,14 @@ void write_html(const Result& r, const std::vector<model::Process>& good,
 int run_diff(const std::vector<std::string>& args);
 int run_report(const std::vector<std::string>& args);
 
+// What `diff` and the two-run `report` share: GOOD and BAD (a.positional[0], [1]) read one
+// run each and compared with the diff options in `a`; the runs live until exit.
+struct ParsedArgs;
+struct RunsDiff {
+  const std::vector<model::Process>* good;
+  const std::vector<model::Process>* bad;
+  diff::Result result;
+};
+RunsDiff diff_command_runs(const ParsedArgs& a);
+
 }  // namespace imptrace

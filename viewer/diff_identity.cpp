@@ -12,18 +12,25 @@ namespace diff {
 
 namespace {
 
+// A finding about sys.modules[key] in one process role: the fields every identity finding
+// sets alike.
+Finding key_finding(Kind kind, const std::string& key, const ProcFacts& pf, const std::string& role) {
+  Finding f;
+  f.kind = kind;
+  f.module = key;
+  f.story = key;
+  f.process = role;
+  f.order = first_pos(pf, key);
+  return f;
+}
+
 // `sys.modules[key] = None`: the documented way to make `import key` raise ImportError.
 // Its own story, not an identity error: only in bad, it can explain an import_failed.
 void blocked_finding(const std::string& key, const EntryText& e, const std::vector<EntryText>& bh,
                      const std::vector<EntryText>* gh, const ProcFacts& pf, const std::string& role,
                      Findings& out) {
-  Finding f;
-  f.kind = Kind::ImportBlocked;
+  Finding f = key_finding(Kind::ImportBlocked, key, pf, role);
   f.severity = Severity::Warning;
-  f.module = key;
-  f.story = key;
-  f.process = role;
-  f.order = first_pos(pf, key);
   f.summary = "sys.modules['" + key + "'] = None blocks `import " + key + "` (ImportError)";
   if (!e.set_by.empty()) f.summary += ", set at " + format_location(e.set_by);
   f.good = gh ? history_text(*gh) : "nothing under this key";
@@ -39,12 +46,7 @@ void blocked_finding(const std::string& key, const EntryText& e, const std::vect
 void replaced_finding(const std::string& key, const std::vector<EntryText>& bh,
                       const std::vector<EntryText>* gh, const ProcFacts& pf, const std::string& role,
                       Findings& out, bool explained = false) {
-  Finding f;
-  f.kind = Kind::SysModulesReplaced;
-  f.module = key;
-  f.story = key;
-  f.process = role;
-  f.order = first_pos(pf, key);
+  Finding f = key_finding(Kind::SysModulesReplaced, key, pf, role);
   f.good = gh ? history_text(*gh) : "nothing under this key";
   f.bad = history_text(bh);
   // The first entry of bad that differs from good: that is the change.
@@ -119,13 +121,8 @@ void proxy_finding(const std::string& key, const std::vector<EntryText>& bh,
                       Findings& out) {
   for (const auto& e : bh) {
     if (!e.obj.is_proxy()) continue;
-    Finding f;
-    f.kind = Kind::ProxyInSysModules;
+    Finding f = key_finding(Kind::ProxyInSysModules, key, pf, role);
     f.severity = Severity::Error;
-    f.module = key;
-    f.story = key;
-    f.process = role;
-    f.order = first_pos(pf, key);
     f.summary = "sys.modules['" + key + "'] holds a proxy: " + describe(e.obj, e.origin) +
                 (e.via_import ? " from the import system" : " put there by assignment");
     if (!e.set_by.empty()) f.summary += " at " + format_location(e.set_by);
@@ -157,12 +154,7 @@ bool reload_finding(const std::string& key, const std::vector<EntryText>& bh,
                     Findings& out) {
   const size_t nb = reload_count(bh), ng = gh ? reload_count(*gh) : 0;
   if (nb == ng) return false;
-  Finding f;
-  f.kind = Kind::ModuleReloaded;
-  f.module = key;
-  f.story = key;
-  f.process = role;
-  f.order = first_pos(pf, key);
+  Finding f = key_finding(Kind::ModuleReloaded, key, pf, role);
   f.good = gh ? history_text(*gh) : "nothing under this key";
   f.bad = history_text(bh);
   auto times = [](size_t n) {

@@ -349,6 +349,17 @@ diff::Options parse_diff_options(const ParsedArgs& a) {
   return o;
 }
 
+RunsDiff diff_command_runs(const ParsedArgs& a) {
+  diff::Options opts = parse_diff_options(a);
+  const auto& good = load_run_for_command(a.positional[0]);
+  const auto& bad = load_run_for_command(a.positional[1]);
+  RunsDiff d{&good, &bad, diff::diff_runs(good, bad, opts)};
+  d.result.good.paths = {a.positional[0]};
+  d.result.bad.paths = {a.positional[1]};
+  d.result.input_warnings = input_warnings();
+  return d;
+}
+
 int run_diff(const std::vector<std::string>& args) {
   ParsedArgs a = parse_args(args, {"--format", "--slower-threshold", "--slower-min-ms", "--context", "--color"},
                             {"--fail-on-slower", "--pretty", "--redact"});
@@ -359,13 +370,10 @@ int run_diff(const std::vector<std::string>& args) {
   std::string color = a.get("--color", "auto");
   if (color != "auto" && color != "always" && color != "never")
     throw UsageError("--color wants auto, always or never");
-  diff::Options opts = parse_diff_options(a);
-  const auto& good = load_run_for_command(a.positional[0]);
-  const auto& bad = load_run_for_command(a.positional[1]);
-  diff::Result r = diff::diff_runs(good, bad, opts);
-  r.good.paths = {a.positional[0]};
-  r.bad.paths = {a.positional[1]};
-  r.input_warnings = input_warnings();
+  const RunsDiff d = diff_command_runs(a);
+  const auto& good = *d.good;
+  const auto& bad = *d.bad;
+  const diff::Result& r = d.result;
   std::ostringstream buffer;  // --redact: the whole output, redacted before it is written
   bool redact = a.has("--redact");
   std::ostream& out = redact ? buffer : std::cout;

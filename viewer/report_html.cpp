@@ -145,7 +145,6 @@ void write_html(const Result& r, const std::vector<model::Process>& good,
 
 }  // namespace diff
 
-diff::Options parse_diff_options(const ParsedArgs& a);
 
 int run_report(const std::vector<std::string>& args) {
   ParsedArgs a = parse_args(args, {"-o", "--output", "--slower-threshold", "--slower-min-ms", "--context"},
@@ -164,16 +163,10 @@ int run_report(const std::vector<std::string>& args) {
     write_run_html(run, a.positional[0], html);
     shown = {&run};
   } else {
-    diff::Options opts = parse_diff_options(a);
-    const auto& good = load_run_for_command(a.positional[0]);
-    const auto& bad = load_run_for_command(a.positional[1]);
-    diff::Result r = diff::diff_runs(good, bad, opts);
-    r.good.paths = {a.positional[0]};
-    r.bad.paths = {a.positional[1]};
-    r.input_warnings = input_warnings();
-    diff::write_html(r, good, bad, html);
-    status = r.exit_status();
-    shown = {&good, &bad};
+    const RunsDiff d = diff_command_runs(a);
+    diff::write_html(d.result, *d.good, *d.bad, html);
+    status = d.result.exit_status();
+    shown = {d.good, d.bad};
   }
   if (a.has("--redact")) write_output_file(path, redacted(html.str(), shown, true), "report");
   else write_output_file(path, html.str(), "report");
