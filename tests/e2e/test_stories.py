@@ -267,13 +267,34 @@ def test_how_a_process_ended_is_recorded(py, tmp_path):
         assert ("ended" in viewer("show", d).stdout), name
 
 
+def inside_a_record(data, near):
+    """A cut inside the top-level record that spans byte `near` (a cut on a record boundary
+    leaves a whole, valid trace). The file is a run of (tag, varint length, payload)."""
+    i = 0
+    while i < len(data):
+        start = i
+        i += 1  # the tag: field 1 (record) or 15 (unwritten), both one byte
+        length = shift = 0
+        while True:
+            b = data[i]
+            i += 1
+            length |= (b & 0x7F) << shift
+            shift += 7
+            if b < 0x80:
+                break
+        i += length
+        if i > near and i - start > 4:
+            return start + (i - start) // 2
+    raise AssertionError("no record spans byte %d" % near)
+
+
 def test_truncated_trace_says_so_and_invents_nothing(tmp_path):
     good = trace_script(tmp_path, "good", DEBIAN, "import json, csv, decimal, email.message\n")
     f = traces(good)[0]
     data = open(f, "rb").read()
     cut = tmp_path / "cut"
     cut.mkdir()
-    (cut / os.path.basename(f)).write_bytes(data[: len(data) * 2 // 3])
+    (cut / os.path.basename(f)).write_bytes(data[: inside_a_record(data, len(data) * 2 // 3)])
     p = export_json(str(cut))["processes"][0]
     assert p["truncated"] is True
     rc, d = diff_json(good, str(cut))
