@@ -89,18 +89,7 @@ def test_bad_build_on_aarch64_is_explained(arm64_python, tmp_path):
     assert files, traced.stderr[-3000:]
     for f in files:
         protoc_decodes(f)
-    story = why(files, "npugraph_ex")
-    first, proxy = story["entries"][0], story["entries"][1]
-    assert first["is_module"] and first["via"] == "import"
-    assert proxy["type"] == "torch_npu.dynamo._LazyNpuGraphEx" and proxy["is_proxy"]
-    assert proxy["via"] == "assignment" and first["replaced_by"] == proxy["object"]
-    child = [c for c in story["children"] if c["name"] == "npu_fx_compiler"]
-    assert child and child[0]["bound_on"] == first["object"]
-    failed = [a for a in story["proxy_accesses"]
-              if a["attribute"] == "npu_fx_compiler" and a["outcome"] != "ok"]
-    assert len(failed) >= 4
-    assert all(a["outcome"] == SEED_ERROR and a["forwarded_to"] == "torch_npu.dynamo.npugraph_ex"
-               for a in failed)
+    assert_seed_story(files)
 
 
 def test_runner_command_good_and_bad_on_aarch64(arm64_python, tmp_path):
