@@ -13,15 +13,26 @@ namespace diff {
 namespace {
 
 // A finding about sys.modules[key] in one process role: the fields every identity finding
-// sets alike.
-Finding key_finding(Kind kind, const std::string& key, const ProcFacts& pf, const std::string& role) {
+// sets alike, the key's history in both runs among them.
+Finding key_finding(Kind kind, const std::string& key, const std::vector<EntryText>& bh,
+                    const std::vector<EntryText>* gh, const ProcFacts& pf, const std::string& role) {
   Finding f;
   f.kind = kind;
   f.module = key;
   f.story = key;
   f.process = role;
   f.order = first_pos(pf, key);
+  f.good = gh ? history_text(*gh) : "nothing under this key";
+  f.bad = history_text(bh);
   return f;
+}
+
+// Where the entry that makes the finding came from: the writer's stack, else where it was
+// set, and the test running then.
+void place_at(Finding& f, const EntryText& e) {
+  f.where = e.stack;
+  if (f.where.empty() && !e.set_by.empty()) f.where.push_back(e.set_by);
+  f.test = e.test;
 }
 
 // `sys.modules[key] = None`: the documented way to make `import key` raise ImportError.
@@ -29,15 +40,11 @@ Finding key_finding(Kind kind, const std::string& key, const ProcFacts& pf, cons
 void blocked_finding(const std::string& key, const EntryText& e, const std::vector<EntryText>& bh,
                      const std::vector<EntryText>* gh, const ProcFacts& pf, const std::string& role,
                      Findings& out) {
-  Finding f = key_finding(Kind::ImportBlocked, key, pf, role);
+  Finding f = key_finding(Kind::ImportBlocked, key, bh, gh, pf, role);
   f.severity = Severity::Warning;
   f.summary = "sys.modules['" + key + "'] = None blocks `import " + key + "` (ImportError)";
   if (!e.set_by.empty()) f.summary += ", set at " + format_location(e.set_by);
-  f.good = gh ? history_text(*gh) : "nothing under this key";
-  f.bad = history_text(bh);
-  f.where = e.stack;
-  if (f.where.empty() && !e.set_by.empty()) f.where.push_back(e.set_by);
-  f.test = e.test;
+  place_at(f, e);
   out.add(std::move(f));
 }
 
@@ -46,9 +53,7 @@ void blocked_finding(const std::string& key, const EntryText& e, const std::vect
 void replaced_finding(const std::string& key, const std::vector<EntryText>& bh,
                       const std::vector<EntryText>* gh, const ProcFacts& pf, const std::string& role,
                       Findings& out, bool explained = false) {
-  Finding f = key_finding(Kind::SysModulesReplaced, key, pf, role);
-  f.good = gh ? history_text(*gh) : "nothing under this key";
-  f.bad = history_text(bh);
+  Finding f = key_finding(Kind::SysModulesReplaced, key, bh, gh, pf, role);
   // The first entry of bad that differs from good: that is the change.
   size_t i = 0;
   if (gh) {
@@ -66,9 +71,7 @@ void replaced_finding(const std::string& key, const std::vector<EntryText>& bh,
   if (i < bh.size()) {
     const EntryText& e = bh[i];
     f.severity = Severity::Error;
-    f.where = e.stack;
-    if (f.where.empty() && !e.set_by.empty()) f.where.push_back(e.set_by);
-    f.test = e.test;
+    place_at(f, e);
     if (i > 0) {
       const EntryText& old = bh[i - 1];
       f.summary = k + " replaced: " + describe(old.obj, old.origin) + " -> " +
@@ -121,16 +124,12 @@ void proxy_finding(const std::string& key, const std::vector<EntryText>& bh,
                       Findings& out) {
   for (const auto& e : bh) {
     if (!e.obj.is_proxy()) continue;
-    Finding f = key_finding(Kind::ProxyInSysModules, key, pf, role);
+    Finding f = key_finding(Kind::ProxyInSysModules, key, bh, gh, pf, role);
     f.severity = Severity::Error;
     f.summary = "sys.modules['" + key + "'] holds a proxy: " + describe(e.obj, e.origin) +
                 (e.via_import ? " from the import system" : " put there by assignment");
     if (!e.set_by.empty()) f.summary += " at " + format_location(e.set_by);
-    f.good = gh ? history_text(*gh) : "nothing under this key";
-    f.bad = history_text(bh);
-    f.where = e.stack;
-    if (f.where.empty() && !e.set_by.empty()) f.where.push_back(e.set_by);
-    f.test = e.test;
+    place_at(f, e);
     out.add(std::move(f));
     return;
   }
@@ -154,9 +153,7 @@ bool reload_finding(const std::string& key, const std::vector<EntryText>& bh,
                     Findings& out) {
   const size_t nb = reload_count(bh), ng = gh ? reload_count(*gh) : 0;
   if (nb == ng) return false;
-  Finding f = key_finding(Kind::ModuleReloaded, key, pf, role);
-  f.good = gh ? history_text(*gh) : "nothing under this key";
-  f.bad = history_text(bh);
+  Finding f = key_finding(Kind::ModuleReloaded, key, bh, gh, pf, role);
   auto times = [](size_t n) {
     return n == 0 ? std::string("never") : n == 1 ? std::string("once") : std::to_string(n) + " times";
   };
