@@ -25,7 +25,7 @@ std::vector<CommandHelp> build() {
   const Option fail_on_slower{"--fail-on-slower", "import_slower findings are warnings (exit 1), not info"};
   const Option context{"--context N", "events shown around the first divergence of import order (default 3)"};
   const Option redact{"--redact",
-                      "replace home directories, user and host names and install paths with ~, <user>, <host>, <site-packages>, <python>"};
+                      "replace homes, user and host names, install paths and directories outside the working directory with ~, <user>, <host>, <site-packages>, <python>, <cwd>, <dir-HASH>"};
   return {
       {"show", "PATH... [options]", "processes, counts, failed imports, anomalies",
        "What happened in a run, per process: who it was, how many imports, the failed imports\n"

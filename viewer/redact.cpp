@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <unordered_map>
@@ -82,6 +83,38 @@ bool generic_user(const std::string& n) {
   return false;
 }
 
+// The system's own trees: their paths name packages of the distribution, not people.
+bool is_system_path(const std::vector<std::string>& c) {
+  static const char* const kSystem[] = {"usr", "lib", "lib32", "lib64", "libx32", "bin",
+                                        "sbin", "etc", "proc", "sys", "dev", "var"};
+  if (c.empty()) return true;
+  for (const char* s : kSystem)
+    if (c[0] == s) return true;
+  return false;
+}
+
+std::string dir_hash(const std::string& dir) {  // FNV-1a, six hex digits
+  uint32_t h = 2166136261u;
+  for (unsigned char ch : dir) h = (h ^ ch) * 16777619u;
+  char buf[16];
+  snprintf(buf, sizeof buf, "dir-%06x", h & 0xffffffu);
+  return buf;
+}
+
+bool is_under(const std::string& path, const std::string& dir) {
+  return path.compare(0, dir.size(), dir) == 0 && (path.size() == dir.size() || path[dir.size()] == '/');
+}
+
+// Adds a directory (trailing slashes dropped; not "/") to a list kept longest first.
+void add_dir(std::vector<std::string>& list, const std::string& path) {
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  if (p.size() < 2 || p[0] != '/' || p.compare(0, 2, "//") == 0) return;
+  if (std::find(list.begin(), list.end(), p) != list.end()) return;
+  list.push_back(p);
+  std::sort(list.begin(), list.end(), [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+}
+
 // Calls fn(start, end) for every path token of s.
 template <typename Fn>
 void for_each_path(const std::string& s, Fn fn) {
@@ -122,6 +155,10 @@ void Redactor::add_home(const std::string& path) {
             [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
 }
 
+void Redactor::add_cwd(const std::string& path) { add_dir(cwds_, path); }
+
+void Redactor::add_root(const std::string& path) { add_dir(roots_, path); }
+
 void Redactor::learn(const std::string& s) {
   if (s.find('/') == std::string::npos) return;
   for_each_path(s, [&](size_t b, size_t e) {
@@ -141,6 +178,7 @@ void Redactor::learn_process(const model::Process& p) {
   for (const auto& a : p.argv) learn(a);
   learn(p.executable);
   learn(p.cwd);
+  add_cwd(p.cwd);
   for (const auto& kv : p.env) {
     learn(kv.second);
     if (kv.first == "HOME") add_home(kv.second);
@@ -148,7 +186,10 @@ void Redactor::learn_process(const model::Process& p) {
     if (kv.first == "HOSTNAME") add_host(kv.second);
   }
   for (const auto& sp : p.sys_paths)
-    for (const auto& e : sp.entries) learn(e);
+    for (const auto& e : sp.entries) {
+      learn(e);
+      add_root(e);
+    }
   for (const auto& im : p.imports) learn(im.origin);
 }
 
@@ -191,7 +232,16 @@ std::string Redactor::rewrite_path(const std::string& path) const {
           if (h[i] == '/') up += "/..";
         return slash ? up + "/" : up;
       }
-  return path;
+  // Outside the homes and the Python trees: the run's own files, the system's, and the
+  // rest (vendor trees under /opt, job directories under /tmp), which are hidden.
+  if (path.compare(0, 2, "//") == 0) return path;  // a URL's "//host/..."
+  for (const auto& d : cwds_)
+    if (is_under(path, d)) return placeholder("cwd") + path.substr(d.size());
+  if (is_system_path(c) || c.size() < 2) return path;
+  for (const auto& d : roots_)
+    if (is_under(path, d)) return placeholder(dir_hash(d).c_str()) + path.substr(d.size());
+  size_t slash_at = path.rfind('/');
+  return placeholder(dir_hash(path.substr(0, slash_at)).c_str()) + path.substr(slash_at);
 }
 
 std::string Redactor::replace_words(const std::string& s) const {
@@ -315,7 +365,24 @@ void put_text(wire::ByteBuf& b, uint32_t field, const std::string& s) { wire::pu
 void learn_trace(const uint8_t* data, size_t size, Redactor& r) {
   std::unordered_map<uint32_t, std::string> strings;
   for_each_record(data, size, [&](uint32_t kind, wire::Reader body, const uint8_t*, size_t) {
-    if (kind == F::Record::string_def) {
+    if (kind == F::Record::sys_path) {
+      uint32_t f;
+      wire::WireType wt;
+      while (body.tag(f, wt)) {
+        if (f == F::SysPath::entries && wt == wire::VARINT) {
+          auto it = strings.find(static_cast<uint32_t>(body.varint()));
+          if (it != strings.end()) r.add_root(it->second);
+        } else if (f == F::SysPath::entries && wt == wire::LEN) {  // packed
+          wire::Reader ids = body.sub();
+          while (!ids.done() && ids.ok) {
+            auto it = strings.find(static_cast<uint32_t>(ids.varint()));
+            if (it != strings.end()) r.add_root(it->second);
+          }
+        } else if (!body.skip(wt)) {
+          break;
+        }
+      }
+    } else if (kind == F::Record::string_def) {
       uint32_t id, prefix;
       std::string value;
       if (!string_def(body, id, value, prefix)) return;
@@ -326,6 +393,7 @@ void learn_trace(const uint8_t* data, size_t size, Redactor& r) {
       // Every string inside (argv, executable, cwd, env values, note text).
       wire::ByteBuf sink;
       copy_message(body, sink, [&](uint32_t f, wire::Reader sub) {
+        if (kind == F::Record::header && f == F::Header::cwd) r.add_cwd(text(sub));
         if (kind == F::Record::header && f == F::Header::env) {
           copy_message(sub, sink, [&](uint32_t, wire::Reader v) { r.learn(text(v)); return true; });
         } else {

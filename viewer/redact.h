@@ -7,12 +7,21 @@
 //   PREFIX/lib/pythonX.Y/REST (the standard library) -> <python>/REST
 //   .../home/NAME/REST, .../Users/NAME/REST, /root/REST, and $HOME/REST -> ~/REST
 //   a directory above a home seen (/srv/ci/home/)                        -> ~/../
+//   under a working directory of the run (not a home, not /)             -> <cwd>/REST
+//   the system's own trees (/usr, /lib, /bin, /etc, /proc, ...)          -> kept
+//   under a sys.path entry of the run                                    -> <dir-HASH>/REST
+//   any other path of two components or more: its directory             -> <dir-HASH>/NAME
+// where HASH is six hex digits of a hash of the directory replaced (the sys.path entry, or
+// the file's directory): the same directory always gets the same placeholder, and paths
+// outside the run's working directory (/opt/vendor/..., /tmp/job-1234/...) say nothing
+// about where they were.
 // then, anywhere in the string, every user name and host name learned (as a whole word)
 // -> <user>, <host>. User names come from the paths themselves (/home/NAME, /Users/NAME)
 // and, in addition, from the viewing machine ($USER, $LOGNAME, the passwd entry); host
 // names from gethostname() and $HOSTNAME. The rules depend only on the text, so one value
 // always gets the same placeholder, in every output and every trace redacted with the same
-// names; paths inside the run's working directory keep their shape below `~`.
+// names and the same working directories and sys.path entries learned; paths inside the
+// run's working directory keep their shape below `~` or `<cwd>`.
 #pragma once
 
 #include <cstddef>
@@ -41,6 +50,8 @@ class Redactor {
   void add_user(const std::string& name);
   void add_host(const std::string& name);
   void add_home(const std::string& path);  // a home directory not under /home or /Users
+  void add_cwd(const std::string& path);   // a working directory of the run
+  void add_root(const std::string& path);  // a sys.path entry of the run
 
   std::string apply(const std::string& s) const;
 
@@ -56,6 +67,7 @@ class Redactor {
   std::set<std::string> users_, hosts_;
   std::vector<std::string> homes_;
   std::set<std::string> home_dirs_;  // every home seen, for the directories above them
+  std::vector<std::string> cwds_, roots_;  // longest first
 };
 
 // Learns from every string a trace holds (string table, header, notes, environment).

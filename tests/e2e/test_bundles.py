@@ -173,6 +173,40 @@ def test_redact_on_every_output(runs):
     assert json.loads(outs["json"][0].stdout)["findings"][0]["kind"] == "sys_modules_replaced"
 
 
+
+def test_redact_paths_outside_homes(runs, tmp_path):
+    """A job laid out outside any home (a vendor tree, a CI workspace under /srv or /tmp):
+    its directories are replaced by stable placeholders, in the view and in a packed trace,
+    and the story keeps its file names."""
+    base, home, good, bad = runs
+    job = tmp_path / "srv" / "acme-secret-ci"
+    args = [sys.executable, SCENARIO, "--build", "bad", "--workdir", str(job / "work"), "--python", PY,
+            "--runner", "pytest", "--env", "LD_PRELOAD=" + LIB, "--env", "IMPTRACE_OUTPUT=%s/" % (job / "out")]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
+    assert r.returncode != 0, r.stdout[-2000:] + r.stderr[-2000:]
+    run = str(job / "out")
+    assert b"acme-secret-ci" in imptrace("show", run, "--all").stdout
+    shown = imptrace("show", run, "--all", "--redact")
+    why = imptrace("why", run, "npugraph_ex", "--redact", "--format", "json")
+    exported = imptrace("export", run, "--redact")
+    packed = tmp_path / "job.tar.gz"
+    pack = imptrace("pack", run, "--redact", "-o", packed)
+    assert pack.returncode == 0, pack.stderr
+    for what, out in (("show", shown), ("why", why), ("export", exported)):
+        assert out.returncode in (0, 1), (what, out.stderr)
+        assert b"acme-secret-ci" not in out.stdout and str(tmp_path).encode() not in out.stdout, what
+    from_pack = imptrace("export", packed)
+    assert b"acme-secret-ci" not in from_pack.stdout  # (its trace_file is the bundle's own path)
+    origins = [i["origin"] for p in json.loads(exported.stdout)["processes"] for i in p["imports"]
+               if i["origin"] and i["name"] == "npugraph_ex"]
+    assert origins and all(o.endswith("/__init__.py") for o in origins), origins
+    # One directory, one placeholder: the view and the packed trace agree.
+    packed_origins = [i["origin"] for p in json.loads(from_pack.stdout)["processes"] for i in p["imports"]
+                      if i["origin"] and i["name"] == "npugraph_ex"]
+    assert sorted(set(packed_origins)) == sorted(set(origins))
+    assert all(o.startswith("<") for o in origins), origins
+
+
 def tar_bytes(entries):
     """A .tar.gz from (TarInfo, data) pairs."""
     buf = io.BytesIO()

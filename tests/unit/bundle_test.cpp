@@ -219,7 +219,7 @@ TEST(Redact, PathsAndNamesGetStablePlaceholders) {
   EXPECT_EQ(r.apply("/root/.pyenv/versions/3.12.1/bin/python"), "~/.pyenv/versions/3.12.1/bin/python");
   EXPECT_EQ(r.apply("/usr/bin/python3"), "/usr/bin/python3");
   // User and host names outside home paths, as whole words only.
-  EXPECT_EQ(r.apply("/tmp/pytest-of-alice/t0/x.py"), "/tmp/pytest-of-<user>/t0/x.py");
+  EXPECT_EQ(r.apply("/usr/share/pytest-of-alice/x.py"), "/usr/share/pytest-of-<user>/x.py");
   EXPECT_EQ(r.apply("malice and alice@buildbox7"), "malice and <user>@<host>");
   EXPECT_EQ(r.apply("buildbox7.example.com"), "<host>");
   // Paths inside text, JSON and markup; the same value the same way every time.
@@ -240,6 +240,34 @@ TEST(Redact, PathsAndNamesGetStablePlaceholders) {
   EXPECT_EQ(g.apply("test runner in /home/runner/work"), "test runner in ~/work");
   g.add_host("debian");
   EXPECT_TRUE(g.hosts().empty());
+}
+
+TEST(Redact, PathsOutsideHomesHideTheirDirectories) {
+  redact::Redactor r;
+  r.add_cwd("/srv/acme/ws/");
+  r.add_root("/opt/vendor/lib");
+  EXPECT_EQ(r.apply("/srv/acme/ws/tests/test_a.py:3"), "<cwd>/tests/test_a.py:3");
+  EXPECT_EQ(r.apply("/srv/acme/ws"), "<cwd>");
+  EXPECT_EQ(r.apply("/srv/acme/wsx/a.py"), r.apply("/srv/acme/wsx/b.py").substr(0, 12) + "/a.py");
+  // Under a sys.path entry: the entry hidden, the package path kept.
+  std::string pkg = r.apply("/opt/vendor/lib/npugraph_ex/__init__.py");
+  EXPECT_EQ(pkg.substr(0, 5), "<dir-");
+  EXPECT_EQ(pkg.substr(pkg.find('>')), ">/npugraph_ex/__init__.py");
+  EXPECT_EQ(r.apply("/opt/vendor/lib/six.py"), pkg.substr(0, pkg.find('>') + 1) + "/six.py");
+  // Anywhere else: the file's directory hidden, the same directory the same way.
+  std::string job = r.apply("/tmp/job-1234/x.py");
+  EXPECT_NE(job.find("x.py"), std::string::npos);
+  EXPECT_EQ(job.find("job-1234"), std::string::npos);
+  EXPECT_EQ(r.apply("/tmp/job-1234/y.py"), job.substr(0, job.size() - 4) + "y.py");
+  EXPECT_NE(r.apply("/tmp/job-5678/x.py"), job);
+  // The system's trees, short paths, URLs and text that only looks like a path are kept.
+  EXPECT_EQ(r.apply("/usr/lib/x86_64-linux-gnu/libz.so.1"), "/usr/lib/x86_64-linux-gnu/libz.so.1");
+  EXPECT_EQ(r.apply("/proc/self/exe"), "/proc/self/exe");
+  EXPECT_EQ(r.apply("/tmp"), "/tmp");
+  EXPECT_EQ(r.apply("see https://github.com/x/y"), "see https://github.com/x/y");
+  EXPECT_EQ(r.apply("bad 3/3, good 0/3"), "bad 3/3, good 0/3");
+  std::string once = r.apply("/tmp/job-1234/x.py and /opt/vendor/lib/a.py");
+  EXPECT_EQ(r.apply(once), once);  // idempotent
 }
 
 TEST(Redact, HomeFromEnvironmentAndMachine) {
@@ -328,7 +356,9 @@ TEST(Redact, WholeOutputLearnsFromTheRuns) {
   p.cwd = "/home/erin/proj";
   std::vector<model::Process> run{p};
   std::string out = redact::redact_output("cwd /home/erin/proj, tmp /tmp/pytest-of-erin/x\n", {&run}, false);
-  EXPECT_EQ(out, "cwd ~/proj, tmp /tmp/pytest-of-<user>/x\n");
+  EXPECT_EQ(out.substr(0, 20), "cwd ~/proj, tmp <dir");
+  EXPECT_EQ(out.find("erin"), std::string::npos);
+  EXPECT_EQ(redact::redact_output("by erin\n", {&run}, false), "by <user>\n");
 }
 
 }  // namespace
