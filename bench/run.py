@@ -412,12 +412,16 @@ def med(xs):
 def bench_spawns(lib, scratch, n, rounds, log):
     """n sequential spawns of /bin/true, with libimptrace.so preloaded, with an empty
     preloaded library (what any preload costs: the dynamic linker opens and maps it), and
-    with nothing; rounds alternate the three. Returns {contender: [(cpu s, wall s)...]}."""
+    with nothing; rounds alternate the three. Returns {contender: [(cpu s, wall s)...]},
+    and under "faults" / "instructions" each contender's page faults per spawn (median) and
+    the instructions of one spawn counted by callgrind (the steady figures on a busy
+    machine; None without valgrind)."""
     empty_c = os.path.join(scratch, "empty.c")
     empty = os.path.join(scratch, "libempty.so")
     write(empty_c, "/* an empty preload: the control of the inert library's cost */\nint imptrace_bench_empty;\n")
     subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", empty, empty_c], check=True)
     out = {"none": [], "empty": [], "imptrace": []}
+    faults = {c: [] for c in out}
     for rnd in range(rounds + 1):  # round 0 warms caches and is discarded
         for c, pre in (("none", None), ("empty", empty), ("imptrace", lib)):
             env = base_env()
@@ -431,18 +435,33 @@ def bench_spawns(lib, scratch, n, rounds, log):
                 _, status, ru = os.wait4(p.pid, 0)
                 p.returncode = os.waitstatus_to_exitcode(status)
                 cpu += ru.ru_utime + ru.ru_stime
+                faults[c].append(ru.ru_minflt)
             wall = time.perf_counter() - t0
             if rnd > 0:
                 out[c].append((cpu, wall))
             log(f"  spawns round {rnd}{' (warm-up)' if rnd == 0 else '':10s} {c:8s} cpu {cpu:.3f}s wall {wall:.3f}s")
+    out["faults"] = {c: med(v) for c, v in faults.items()}
+    out["instructions"] = None
+    if shutil.which("valgrind"):
+        out["instructions"] = {}
+        for c, pre in (("none", None), ("empty", empty), ("imptrace", lib)):
+            env = base_env()
+            if pre:
+                env["LD_PRELOAD"] = pre
+            cg = os.path.join(scratch, f"spawn.{c}.callgrind")
+            subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={cg}", "/bin/true"],
+                           env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            out["instructions"][c] = callgrind_totals(cg)["Ir"]
     return out
 
 
 def spawn_report(res, n):
     L = [f"## The inert library outside Python: {n} spawns of /bin/true, {len(res['none'])} rounds", ""]
     L.append("| preload | CPU s (median) | wall s (median) | CPU vs empty, paired [min, max] "
-             "| wall vs empty, paired [min, max] | +µs/spawn vs empty (wall) |")
-    L.append("|---|---:|---:|---:|---:|---:|")
+             "| wall vs empty, paired [min, max] | +µs/spawn vs empty (wall) | page faults/spawn "
+             "| instructions/spawn (callgrind) |")
+    L.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+    ins = res.get("instructions") or {}
     e_cpu = med([c for c, _ in res["empty"]])
     e_wall = med([w for _, w in res["empty"]])
     for c in ("none", "empty", "imptrace"):
@@ -450,8 +469,10 @@ def spawn_report(res, n):
         wall = med([w for _, w in res[c]])
         rc = sorted(a[0] / b[0] for a, b in zip(res[c], res["empty"]) if b[0])
         rw = sorted(a[1] / b[1] for a, b in zip(res[c], res["empty"]))
+        counted = f"{ins[c]:,}" if c in ins else "–"
         L.append(f"| {c} | {cpu:.3f} | {wall:.3f} | {med(rc):.3f} [{rc[0]:.3f}, {rc[-1]:.3f}] "
-                 f"| {med(rw):.3f} [{rw[0]:.3f}, {rw[-1]:.3f}] | {(wall - e_wall) / n * 1e6:+.1f} |")
+                 f"| {med(rw):.3f} [{rw[0]:.3f}, {rw[-1]:.3f}] | {(wall - e_wall) / n * 1e6:+.1f} "
+                 f"| {res['faults'][c]:.0f} | {counted} |")
     L.append("")
     L.append("CPU is the children's user + system time (wait4); a spawn of /bin/true is mostly "
              "the kernel's fork/exec and the dynamic linker, so the wall column, which also "

@@ -36,10 +36,11 @@ int parse_minor(const char* v) {
 }  // namespace
 
 bool resolve_cpython_api() {
+  // Not a CPython process (the common case: every shell, compiler and git of a CI job that
+  // exports LD_PRELOAD): one failed lookup, which walks every loaded object, and silence.
+  if (!need(py.Py_IsInitialized, "Py_IsInitialized")) return false;
+  if (!need(py.Py_GetVersion, "Py_GetVersion")) return false;
   bool ok = true;
-  ok &= need(py.Py_IsInitialized, "Py_IsInitialized");
-  ok &= need(py.Py_GetVersion, "Py_GetVersion");
-  if (!ok) return false;  // not a CPython process: the common case, stay silent
   py.minor = parse_minor(py.Py_GetVersion());
   if (py.minor < 8 || py.minor > 13) return false;
 

@@ -242,7 +242,8 @@ void record_import_end(ThreadState& t, const InFlight& self, PyObject* name, PyO
 PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t nargs) {
   InterpreterScope scope;
   ThreadState& t = ts();
-  if (!g_settings.enabled || t.inside_tracer || !TraceWriter::usable() || nargs < 1 || t.depth >= kMaxDepth)
+  if (!g_settings.enabled || t.inside_tracer || !TraceWriter::usable() || nargs < 1 || t.depth >= kMaxDepth ||
+      !thread_import_stack(t))
     return call_original(orig, args, nargs);
   PyObject* name = args[0];
   bool main_interp = t.interpreter == HookInterpreter::main;

@@ -38,7 +38,11 @@ constexpr int kMaxDepth = 512;
 enum class HookInterpreter : int8_t { not_asked = 0, main, other };
 
 struct ThreadState {
-  InFlight stack[kMaxDepth];
+  // kMaxDepth entries, mapped at the thread's first traced import (thread_import_stack):
+  // static TLS is allocated and cleared by glibc for every thread of every process the
+  // library is preloaded into (the shells, compilers and git of a CI job included), so the
+  // 24 KiB stack stays out of it and this state fits in a few cache lines.
+  InFlight* stack;
   int depth;
   uint64_t tid;      // 0 until asked (and again in a fork child)
   bool main_thread;  // tid == pid, known with tid
@@ -96,6 +100,13 @@ inline const InFlight* innermost(ThreadState& t) {
   if (t.depth <= 0 || t.depth > kMaxDepth) return nullptr;
   const InFlight* f = &t.stack[t.depth - 1];
   return f->generation == TraceWriter::generation() ? f : nullptr;
+}
+
+// This thread's import stack, mapped on first use; null when it cannot be (no memory): the
+// import then runs untraced. Unmapped when the thread exits.
+InFlight* map_thread_import_stack(ThreadState& t);
+inline InFlight* thread_import_stack(ThreadState& t) {
+  return __builtin_expect(t.stack != nullptr, 1) ? t.stack : map_thread_import_stack(t);
 }
 
 // Registered with pthread_atfork by the bootstrap: in a fork child the forking thread is
