@@ -18,7 +18,7 @@ const Str* KeyEntry::test() const {
 
 const Location* outside_importlib(const std::vector<Location>& stack) {
   for (const Location& l : stack)
-    if (!is_importlib_frame(l) && l.file.find("/importlib/") == std::string::npos) return &l;
+    if (!is_importlib_frame(l)) return &l;
   return nullptr;
 }
 

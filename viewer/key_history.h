@@ -110,8 +110,7 @@ struct KeyHistory {
 
 // The first frame of `stack` (innermost first) outside importlib: the code that caused
 // what importlib did (the `importlib.reload(m)` line, the attribute access that made
-// LazyLoader load). Frozen bootstrap frames and files under an `importlib/` directory are
-// importlib's, as the tracer's is_importlib_file has it. nullptr when every frame is.
+// LazyLoader load), by is_importlib_frame. nullptr when every frame is importlib's.
 const Location* outside_importlib(const std::vector<Location>& stack);
 
 class ModulesHistory {

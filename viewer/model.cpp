@@ -16,7 +16,7 @@ std::string object_token(const ObjectRef& o) {
 }
 
 bool is_importlib_frame(const Location& loc) {
-  return loc.file.compare(0, 18, "<frozen importlib.") == 0;
+  return loc.file.compare(0, 18, "<frozen importlib.") == 0 || loc.file.find("/importlib/") != std::string::npos;
 }
 
 std::string Import::error_text() const {

@@ -135,10 +135,11 @@ struct Location {
   bool empty() const { return file.empty() && line == 0 && function.empty(); }
 };
 
-// A frame of importlib's own bootstrap ("<frozen importlib._bootstrap>", ..._external>):
-// it says nothing about who caused an import or a change, so findings skip it. (The tracer
-// picks each import's `importer` with its own, wider rule, tracer.cpp's is_importlib_file,
-// at record time, without the model.)
+// A frame of importlib's: its frozen bootstrap ("<frozen importlib._bootstrap>",
+// ..._external>) or a file under an `importlib/` directory (importlib.import_module,
+// LazyLoader, a source importlib under -X frozen_modules=off). It says nothing about who
+// caused an import or a change, so findings skip it. The same rule as the tracer's
+// is_importlib_file (tracer/code_location.cpp), which picks each import's `importer`.
 bool is_importlib_frame(const Location& loc);
 
 // Identity of a Python object. `id` is equal within one process iff same object.
