@@ -106,6 +106,7 @@ bool resolve_cpython_api() {
   if (!need(py.Py_IsFinalizing, "Py_IsFinalizing")) ok &= need(py.Py_IsFinalizing, "_Py_IsFinalizing");
   if (!ok) return false;
   want(py.PyFrame_GetBack, "PyFrame_GetBack");
+  want(py.Py_AtExit, "Py_AtExit");
   if (py.minor >= 8 && py.minor <= 13) {  // the line-table formats frame_line reads
     if (py.minor >= 11) want(py.PyFrame_GetLasti, "PyFrame_GetLasti");
     want(py.PyBytes_AsString, "PyBytes_AsString");
