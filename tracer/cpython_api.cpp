@@ -138,8 +138,10 @@ bool resolve_cpython_api() {
   char exe[4096];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n > 0) exe[n] = 0; else exe[0] = 0;
-  if (dladdr(reinterpret_cast<void*>(py.Py_IsInitialized), &info) && info.dli_fname)
-    py.shared = strstr(info.dli_fname, "libpython") != nullptr;
+  if (dladdr(reinterpret_cast<void*>(py.Py_IsInitialized), &info) && info.dli_fname) {
+    const char* base = strrchr(info.dli_fname, '/');  // the file's name, not its directory's
+    py.shared = strstr(base ? base + 1 : info.dli_fname, "libpython") != nullptr;
+  }
   // Debug builds (Py_DEBUG) and only they export the reference-count debugging hook.
   py.debug = dlsym(RTLD_DEFAULT, "_Py_NegativeRefcount") != nullptr;
   return true;
