@@ -243,7 +243,9 @@ void show_process(const model::Process& p, std::ostream& out, bool all_failures)
       for (size_t i : which) {
         if (!l.add()) continue;
         const auto& im = p.imports[i];
-        out << "    " << im.name << ": " << im.error_text() << "\n";
+        out << "    ";
+        if (p.several_lifetimes()) out << "[lifetime " << p.lifetime_at(im.begin_ns) << "] ";
+        out << im.name << ": " << im.error_text() << "\n";
         if (!im.importer.empty()) out << "      imported at " << format_location(rel(im.importer)) << "\n";
         if (!im.test.empty()) out << "      during test " << im.test << "\n";
       }
