@@ -190,8 +190,9 @@ int audit_hook(const char* event, PyObject* args, void*) {
   return 0;
 }
 
-// With the GIL held, in the thread that creates the sub-interpreter (and, once created,
-// in the new interpreter's thread state).
+// At an interpreter's import event, or when C code has created a sub-interpreter (then in
+// the new interpreter's thread state), GIL held: installs the tracer in the interpreter it
+// runs in, with the program's pending exception put aside.
 void run_installation() {
   ThreadState& t = ts();
   if (t.inside_tracer) return;
