@@ -6,6 +6,7 @@
   its own imports of csv (from C), emb_pkg.child (bound on its package), the failed
   emb_missing; `why` tells one object per lifetime, none replacing another; `show` lists
   the lifetimes.
+  With PYTHONMALLOC=debug (3.8, 3.13), the audit hook listed or not: the same.
   Known CPython bugs in re-initialisation are left out of the modules imported: 3.12.1
   aborts ("double free or corruption") in the second lifetime of a process that imported
   `_datetime` or `_decimal` (datetime, calendar, email.utils, decimal), traced or not.
@@ -115,6 +116,19 @@ def test_reinitialised_interpreter(prefix, modules, tmp_path):
     assert all(i["importer"] is None for i in csv)  # asked for by C
     print(short(prefix), "imports per lifetime:",
           [sum(1 for i in proc["imports"] if i["lifetime"] == k) for k in (1, 2, 3)])
+
+
+@pytest.mark.parametrize("prefix", [p for p in PYENV if re.match(r"3\.(8|13)\.", short(p))], ids=short)
+@pytest.mark.parametrize("mode", [{"PYTHONMALLOC": "debug"}, {"PYTHONMALLOC": "debug", "IMPTRACE_AUDIT_HOOK": "1"}],
+                         ids=["debug-alloc", "debug-alloc-hook-kept"])
+def test_reinitialised_with_debug_allocator(prefix, mode, modules, tmp_path):
+    # The audit hook's node, freed with CPython's list at each finalisation when it stayed
+    # listed, and registered again, must match the allocator in force then.
+    exe = build_c("reinit.c", prefix, str(tmp_path / "reinit"))
+    stdout, out = plain_and_traced(exe, tmp_path, dict(mode, PYTHONPATH=modules))
+    assert stdout.splitlines() == ["lifetime %d: 7 True" % k for k in (1, 2, 3)]
+    (proc,) = export(out)["processes"]
+    assert [l["lifetime"] for l in proc["lifetimes"] if l["end_ns"] is not None] == [1, 2, 3]
 
 
 @pytest.mark.parametrize("prefix", PYENV, ids=short)
