@@ -12,15 +12,15 @@ namespace imptrace {
 
 AuditHookPlace g_audit_hook;
 
-namespace {
-
 void audit_hook_step_in() {
   if (!g_audit_hook.stepped_out) return;
-  // Back at the head, in front of whatever was registered meanwhile (GIL held).
+  // Back at the head, in front of whatever was registered meanwhile.
   *static_cast<void**>(g_audit_hook.entry) = *g_audit_hook.head;
   __atomic_store_n(g_audit_hook.head, g_audit_hook.entry, __ATOMIC_RELEASE);
   g_audit_hook.stepped_out = false;
 }
+
+namespace {
 
 // os.execv and os.execve are the only ways Python code execs (every os.exec* variant ends
 // in one of them), so os's and posix's two functions are wrapped once os has been
@@ -84,7 +84,9 @@ constexpr Py_ssize_t kLongestWatched = sizeof "_xxsubinterpreters" - 1;
 }  // namespace
 
 void audit_hook_step_out() {
-  if (g_settings.keep_audit_hook || g_audit_hook.stepped_out || !class_setter_observed()) return;
+  if (g_settings.keep_audit_hook || g_audit_hook.stepped_out || g_audit_hook.needed ||
+      __atomic_load_n(&g_audit_hook.creating, __ATOMIC_ACQUIRE) || !class_setter_observed())
+    return;
   if (!g_audit_hook.head) g_audit_hook.head = find_audit_hook_head(g_audit_hook.entry);
   // Only while our node is the head (nothing registered before us) and alone in moving.
   if (!g_audit_hook.head || *g_audit_hook.head != g_audit_hook.entry) return;
@@ -102,13 +104,17 @@ void keep_audit_hook_where_needed(PyObject* name, PyObject* module) {
     PyObject* posix_dict = posix && type_of(posix) == py.PyModule_Type ? py.PyModule_GetDict(posix) : nullptr;
     g_audit_hook.exec_wrapped = os_dict && wrap_exec_function(os_dict, posix_dict, NAME("execv"), &g_execv_def) &&
                                 wrap_exec_function(os_dict, posix_dict, NAME("execve"), &g_execve_def);
-    if (!g_audit_hook.exec_wrapped) audit_hook_step_in();
+    if (!g_audit_hook.exec_wrapped) {
+      g_audit_hook.needed = true;
+      audit_hook_step_in();
+    }
     if (os_dict) wrap_exec_function(os_dict, posix_dict, NAME("_exit"), &g_os_exit_def);
     watch_fatal_signals();
     return;
   }
   for (const char* c : kInterpreterCreators) {
     if (strlen(c) == static_cast<size_t>(n) && memcmp(c, s, static_cast<size_t>(n)) == 0) {
+      g_audit_hook.needed = true;
       audit_hook_step_in();
       return;
     }

@@ -6,11 +6,14 @@
 // is needed again:
 //  - a module that creates sub-interpreters is imported (their first import must reach
 //    the hook to be traced);
-//  - os's exec functions could not be wrapped.
+//  - os's exec functions could not be wrapped;
+//  - while C code creates a sub-interpreter (Py_NewInterpreter*, seen where libpython is
+//    shared: embedding.cpp), for the imports its creation makes.
 // __class__ assignments are seen by object's __class__ setter instead (patched at
 // installation; if that fails, the hook stays). IMPTRACE_AUDIT_HOOK=1 keeps it in for the
-// whole run: for sub-interpreters created by C code (an embedding application) without
-// any of those modules. The node is never freed while out of the list (24 bytes).
+// whole run: for sub-interpreters created by C code in a host that links libpython
+// statically. The node is never freed while out of the list (24 bytes). When a lifetime of
+// the interpreter ends, the hook is put back in the list for the next Py_Initialize.
 #pragma once
 
 #include "cpython_api.h"
@@ -22,11 +25,16 @@ struct AuditHookPlace {
   void** head;        // the word in _PyRuntime that points at the list
   bool stepped_out;
   bool exec_wrapped;  // os.execv/os.execve are wrapped: the os.exec event is not needed
+  bool needed;        // a module that creates sub-interpreters was imported in this lifetime
+  int creating;       // sub-interpreters being created by C code right now (atomic)
 };
 extern AuditHookPlace g_audit_hook;
 
 // Leaves the runtime's list, when that is safe and nothing needs the hook.
 void audit_hook_step_out();
+
+// Back at the head of the runtime's list (GIL held, or no interpreter at all).
+void audit_hook_step_in();
 
 // After a successful import in the main interpreter: wraps os's exec functions when `os`
 // arrives, and brings the hook back when a module arrives that needs it.

@@ -12,6 +12,12 @@
 //     shadow copy at import boundaries (3.8-3.11; modules_observer.cpp, modules_shadow.cpp).
 //  4. Proxy classes found under sys.modules keys, and PEP 562 module __getattr__, get a C
 //     wrapper around their __getattr__/__setattr__ (proxies.cpp).
+//  5. An embedding host may finalise the interpreter and initialise it again. Py_AtExit
+//     runs the tracer's function once Py_FinalizeEx has finished: it marks the lifetime's
+//     end, forgets every object of the finalised interpreter, and puts the audit hook back
+//     in the runtime's list (which CPython keeps across a re-initialisation), so that the
+//     next lifetime's first import installs the tracer again, as in 2. This works whether
+//     libpython is shared or static.
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,23 +25,36 @@
 #include <sys/auxv.h>
 
 #include "audit_hook.h"
+#include "code_location.h"
 #include "cpython_api.h"
+#include "embedding.h"
 #include "import_hook.h"
+#include "imports_in_flight.h"
 #include "modules_observer.h"
+#include "modules_shadow.h"
 #include "native_stacks.h"
+#include "object_description.h"
 #include "object_identity.h"
 #include "process_end.h"
 #include "process_state.h"
+#include "proxies.h"
+#include "proxy_observer.h"
+#include "records.h"
 #include "string_interning.h"
 #include "thread_state.h"
 #include "trace_writer.h"
+#include "wire.h"
 
 namespace imptrace {
 
 TracerSettings g_settings = {false, true, false, false};
 MainInterpreter g_main_interpreter;
+uint32_t g_lifetime = 1;
 
 namespace {
+
+void lifetime_ended();
+void run_installation();
 
 // Interpreters are told apart by id, never by address: a new sub-interpreter usually
 // gets the memory of one that was destroyed. Ids are never reused.
@@ -80,6 +99,8 @@ void install_in_current_interpreter() {
   if (interp != py.PyInterpreterState_Main()) return;
   MainInterpreter& m = g_main_interpreter;
   m.interp = interp;
+  // Registered again in each lifetime: Py_FinalizeEx runs and drops its registrations.
+  bool end_watched = py.Py_AtExit && py.Py_AtExit(lifetime_ended) == 0;
   watch_process_end();
   m.module_spec_type = py.PyDict_GetItemString(d, "ModuleSpec");
   PyObject* sys_module = py.PyDict_GetItemString(modules, "sys");
@@ -92,6 +113,17 @@ void install_in_current_interpreter() {
   observe_sys_modules(modules);
   watch_module_deaths();
   audit_hook_step_out();
+
+  namespace LifetimeBegin = fields::LifetimeBegin;
+  uint32_t unseen = end_watched ? 0u : static_cast<uint32_t>(LifetimeBegin::LATER_LIFETIMES);
+  if (g_audit_hook.stepped_out && !subinterpreter_creation_seen()) unseen |= LifetimeBegin::SUBINTERPRETERS_FROM_C;
+  WriterLock lock;
+  auto r = TraceWriter::begin_record(fields::Record::lifetime_begin);
+  wire::ByteBuf& b = TraceWriter::buf();
+  wire::put_uint(b, LifetimeBegin::lifetime, g_lifetime);
+  wire::put_uint(b, LifetimeBegin::time_ns, TraceWriter::now_ns());
+  wire::put_uint(b, LifetimeBegin::unseen, unseen);
+  TraceWriter::end_record(r);
 }
 
 // The audit hook entry was allocated with the raw allocator in force before
@@ -142,14 +174,7 @@ int audit_hook(const char* event, PyObject* args, void*) {
     return 0;
   }
   if (event[0] == 'i' && strcmp(event, "import") == 0) {
-    ThreadState& t = ts();
-    if (!g_settings.enabled || t.inside_tracer) return 0;
-    ++t.inside_tracer;
-    PyObject *et, *ev, *tb;
-    py.PyErr_Fetch(&et, &ev, &tb);
-    install_in_current_interpreter();
-    py.PyErr_Restore(et, ev, tb);
-    --t.inside_tracer;
+    if (g_settings.enabled) run_installation();
   } else if (event[0] == 'c' && strcmp(event, "cpython._PySys_ClearAuditHooks") == 0) {
     g_main_interpreter.finalizing = true;
     {
@@ -165,12 +190,98 @@ int audit_hook(const char* event, PyObject* args, void*) {
   return 0;
 }
 
+// At an interpreter's import event, or when C code has created a sub-interpreter (then in
+// the new interpreter's thread state), GIL held: installs the tracer in the interpreter it
+// runs in, with the program's pending exception put aside.
+void run_installation() {
+  ThreadState& t = ts();
+  if (t.inside_tracer) return;
+  ++t.inside_tracer;
+  PyObject *et, *ev, *tb;
+  py.PyErr_Fetch(&et, &ev, &tb);
+  install_in_current_interpreter();
+  py.PyErr_Restore(et, ev, tb);
+  --t.inside_tracer;
+}
+
+// Registers the audit hook, before Py_Initialize (the constructor) or between two lifetimes
+// (after Py_FinalizeEx), with its node allocated by malloc (see rec_malloc).
+bool register_audit_hook() {
+  PyMemAllocatorEx before;
+  py.PyMem_GetAllocator(PYMEM_DOMAIN_RAW, &before);
+  PyMemAllocatorEx recording = {nullptr, rec_malloc, rec_calloc, rec_realloc, rec_free};
+  py.PyMem_SetAllocator(PYMEM_DOMAIN_RAW, &recording);
+  int rc = py.PySys_AddAuditHook(audit_hook, nullptr);
+  py.PyMem_SetAllocator(PYMEM_DOMAIN_RAW, &before);
+  return rc == 0;
+}
+
+// Every role drops the finalised interpreter's objects (each says how).
+void forget_lifetime() {
+  forget_lifetime_strings();
+  forget_lifetime_code();
+  forget_lifetime_type_names();
+  forget_lifetime_identities();
+  forget_lifetime_proxy_classes();
+  forget_lifetime_observed_functions();
+  forget_lifetime_shadow();
+  forget_lifetime_sys_path();
+  forget_lifetime_in_flight();
+  g_installed.count = 0;  // sub-interpreter ids start again with the runtime
+  g_installed.main = false;
+  g_main_interpreter = MainInterpreter();  // its references leak with the interpreter
+  g_audit_hook.exec_wrapped = false;  // the next lifetime's os is a new module
+  g_audit_hook.needed = false;
+  ThreadState& t = ts();  // the thread that finalised; the others ran no Python since
+  t.depth = 0;
+  t.pending_pop_key = t.pending_pop_value = nullptr;
+  t.fromlist_frame = nullptr;
+  ++g_lifetime;
+}
+
+// Py_AtExit's function: Py_FinalizeEx has finished. No interpreter is left, nor any Python
+// object of this lifetime; only the functions CPython allows before Py_Initialize may be
+// called.
+void lifetime_ended() {
+  if (!g_settings.enabled) return;
+  forget_lifetime();
+  // The hook, listed again, is in the runtime's list when the next Py_Initialize runs. It
+  // was either out of the list (its node kept) or in it and freed with the others.
+  bool relisted = false;
+  if (g_audit_hook.stepped_out) {
+    audit_hook_step_in();
+    relisted = true;
+  } else if (!g_audit_hook.entry) {
+    relisted = register_audit_hook();
+  }
+  WriterLock lock;
+  auto r = TraceWriter::begin_record(fields::Record::lifetime_end);
+  wire::ByteBuf& b = TraceWriter::buf();
+  wire::put_uint(b, fields::LifetimeEnd::lifetime, g_lifetime - 1);
+  wire::put_uint(b, fields::LifetimeEnd::time_ns, TraceWriter::now_ns());
+  wire::put_bool(b, fields::LifetimeEnd::next_unseen, !relisted);
+  TraceWriter::end_record(r);
+  TraceWriter::flush();
+}
+
 bool env_true(const char* name) {
   const char* v = getenv(name);
   return v && *v && strcmp(v, "0") != 0;
 }
 
 }  // namespace
+
+void subinterpreter_creation_begins() {
+  __atomic_add_fetch(&g_audit_hook.creating, 1, __ATOMIC_ACQ_REL);
+  audit_hook_step_in();
+}
+
+void subinterpreter_creation_ends(bool created) {
+  // Its first imports may all have come before importlib was in its sys.modules.
+  if (created) run_installation();
+  if (__atomic_sub_fetch(&g_audit_hook.creating, 1, __ATOMIC_ACQ_REL) == 0) audit_hook_step_out();
+}
+
 }  // namespace imptrace
 
 using namespace imptrace;
@@ -192,12 +303,6 @@ __attribute__((constructor)) static void imptrace_start() {
   TraceWriter::init(py.Py_GetVersion(), build);
   pthread_atfork(nullptr, nullptr, forget_thread_id_in_child);
 
-  PyMemAllocatorEx before;
-  py.PyMem_GetAllocator(PYMEM_DOMAIN_RAW, &before);
-  PyMemAllocatorEx recording = {nullptr, rec_malloc, rec_calloc, rec_realloc, rec_free};
-  py.PyMem_SetAllocator(PYMEM_DOMAIN_RAW, &recording);
-  int rc = py.PySys_AddAuditHook(audit_hook, nullptr);
-  py.PyMem_SetAllocator(PYMEM_DOMAIN_RAW, &before);
-  if (rc != 0) return;
+  if (!register_audit_hook()) return;
   g_settings.enabled = true;
 }

@@ -173,4 +173,8 @@ CodeLocation function_location(PyObject* fn) {
   return l;
 }
 
+void forget_lifetime_code() {
+  for (CodeInfo& c : g_code_cache.slots) c = CodeInfo();
+}
+
 }  // namespace imptrace

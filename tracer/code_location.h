@@ -32,4 +32,10 @@ bool caller_is_importlib();
 // Where a function is defined: its code's file and first line.
 CodeLocation function_location(PyObject* fn);
 
+// After Py_FinalizeEx has finished (no interpreter, no GIL, no other thread in the
+// tracer): forgets what it kept of the finalised interpreter without touching it (its
+// objects may be freed; the references held are deliberately leaked), so that the next
+// lifetime starts as the first did.
+void forget_lifetime_code();
+
 }  // namespace imptrace

@@ -107,6 +107,7 @@ bool resolve_cpython_api() {
   if (!need(py.Py_IsFinalizing, "Py_IsFinalizing")) ok &= need(py.Py_IsFinalizing, "_Py_IsFinalizing");
   if (!ok) return false;
   want(py.PyFrame_GetBack, "PyFrame_GetBack");
+  want(py.Py_AtExit, "Py_AtExit");
   if (py.minor >= 8 && py.minor <= 13) {  // the line-table formats frame_line reads
     if (py.minor >= 11) want(py.PyFrame_GetLasti, "PyFrame_GetLasti");
     want(py.PyBytes_AsString, "PyBytes_AsString");
@@ -138,8 +139,10 @@ bool resolve_cpython_api() {
   char exe[4096];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n > 0) exe[n] = 0; else exe[0] = 0;
-  if (dladdr(reinterpret_cast<void*>(py.Py_IsInitialized), &info) && info.dli_fname)
-    py.shared = strstr(info.dli_fname, "libpython") != nullptr;
+  if (dladdr(reinterpret_cast<void*>(py.Py_IsInitialized), &info) && info.dli_fname) {
+    const char* base = strrchr(info.dli_fname, '/');  // the file's name, not its directory's
+    py.shared = strstr(base ? base + 1 : info.dli_fname, "libpython") != nullptr;
+  }
   // Debug builds (Py_DEBUG) and only they export the reference-count debugging hook.
   py.debug = dlsym(RTLD_DEFAULT, "_Py_NegativeRefcount") != nullptr;
   return true;

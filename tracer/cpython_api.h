@@ -43,6 +43,15 @@ struct PyMemAllocatorEx {
 };
 constexpr int PYMEM_DOMAIN_RAW = 0;
 
+// What Py_NewInterpreterFromConfig (3.12+) returns, by value (the stable layout of
+// PyStatus, 3.8-3.13): the tracer's interposer hands it back as it came.
+struct PyStatus {
+  int type;
+  const char* func;
+  const char* err_msg;
+  int exitcode;
+};
+
 typedef int (*Py_AuditHookFunction)(const char* event, PyObject* args, void* user);
 
 // PyDict_WatchEvent values (3.12+).
@@ -137,6 +146,9 @@ struct CPythonApi {
 
   // Py_IsFinalizing (3.13) / _Py_IsFinalizing (3.8-3.12): true once Py_FinalizeEx began.
   int (*Py_IsFinalizing)() = nullptr;
+  // Registers a function that Py_FinalizeEx calls once it has finished (each lifetime's
+  // registrations are run and dropped by its own finalisation; at most 32 at a time).
+  int (*Py_AtExit)(void (*)()) = nullptr;
 
   // Dict watchers (3.12+): exact attribution of sys.modules writes.
   int (*PyDict_AddWatcher)(DictWatchCallback) = nullptr;

@@ -1,5 +1,7 @@
 #include "import_hook.h"
 
+#include <string.h>
+
 #include "audit_hook.h"
 #include "bindings.h"
 #include "code_location.h"
@@ -334,5 +336,7 @@ bool hook_importlib(PyObject* d) {
   }
   return true;
 }
+
+void forget_lifetime_sys_path() { memset(&g_sys_path, 0, sizeof g_sys_path); }
 
 }  // namespace imptrace

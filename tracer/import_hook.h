@@ -12,4 +12,10 @@ namespace imptrace {
 // _find_and_load could not be replaced (nothing is traced in that interpreter).
 bool hook_importlib(PyObject* d);
 
+// After Py_FinalizeEx has finished (no interpreter, no GIL, no other thread in the
+// tracer): forgets what it kept of the finalised interpreter without touching it (its
+// objects may be freed; the references held are deliberately leaked), so that the next
+// lifetime starts as the first did.
+void forget_lifetime_sys_path();
+
 }  // namespace imptrace

@@ -125,4 +125,6 @@ bool inflight_name_at(size_t active_index, InFlightName* out) {
   return true;
 }
 
+void forget_lifetime_in_flight() { inflight_reset(); }
+
 }  // namespace imptrace

@@ -27,4 +27,10 @@ struct InFlightName { uint32_t id; PyObject* name; PyObject* inserted; };
 size_t inflight_count();
 bool inflight_name_at(size_t active_index, InFlightName* out);
 
+// After Py_FinalizeEx has finished (no interpreter, no GIL, no other thread in the
+// tracer): forgets what it kept of the finalised interpreter without touching it (its
+// objects may be freed; the references held are deliberately leaked), so that the next
+// lifetime starts as the first did.
+void forget_lifetime_in_flight();
+
 }  // namespace imptrace

@@ -405,4 +405,16 @@ void shadow_at_import_end(ThreadState& t, PyObject* name, uint32_t name_id, bool
   shadow_boundary(t, name, name_id, top_level, &found);
 }
 
+void forget_lifetime_shadow() {
+  g_shadow.clear();
+  g_snap.entries.clear();
+  g_snap.n_str = 0;
+  g_snap.valid = false;
+  g_snap.version = 0;
+  g_modules_shadow.ready = false;
+  g_modules_shadow.boundary_version = 0;
+  g_modules_shadow.walk_budget = WalkBudget();
+  g_modules_shadow.owed_walk_registered = false;
+}
+
 }  // namespace imptrace

@@ -46,4 +46,10 @@ void shadow_at_import_start(ThreadState& t, PyObject* name, uint32_t name_id, bo
 void shadow_at_import_end(ThreadState& t, PyObject* name, uint32_t name_id, bool top_level,
                           const ImportEndView& found);
 
+// After Py_FinalizeEx has finished (no interpreter, no GIL, no other thread in the
+// tracer): forgets what it kept of the finalised interpreter without touching it (its
+// objects may be freed; the references held are deliberately leaked), so that the next
+// lifetime starts as the first did.
+void forget_lifetime_shadow();
+
 }  // namespace imptrace

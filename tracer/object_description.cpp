@@ -123,4 +123,6 @@ void describe_error(PyObject* et, PyObject* ev, uint32_t* type, uint32_t* msg) {
   *msg = intern_obj(s.get());
 }
 
+void forget_lifetime_type_names() { memset(&g_type_names, 0, sizeof g_type_names); }
+
 }  // namespace imptrace

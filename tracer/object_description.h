@@ -23,4 +23,10 @@ uint32_t type_name(PyObject* type);
 // CPython's own code.
 void describe_error(PyObject* et, PyObject* ev, uint32_t* type, uint32_t* msg);
 
+// After Py_FinalizeEx has finished (no interpreter, no GIL, no other thread in the
+// tracer): forgets what it kept of the finalised interpreter without touching it (its
+// objects may be freed; the references held are deliberately leaked), so that the next
+// lifetime starts as the first did.
+void forget_lifetime_type_names();
+
 }  // namespace imptrace

@@ -1,5 +1,7 @@
 #include "object_identity.h"
 
+#include <string.h>
+
 #include "dense_table.h"
 #include "hash.h"
 #include "open_table.h"
@@ -141,6 +143,21 @@ uint64_t identity(PyObject* o, bool track) {
   // A live serial at this address means this very object is the tracked one.
   if (s && s->serial) return s->serial;
   return kAddressId | (static_cast<uint64_t>(s ? s->generation & kGenerationMask : 0) << kGenerationShift) | addr;
+}
+
+void forget_lifetime_identities() {
+  // The objects may be gone without their deaths having been seen (finalisation runs no
+  // weakref callbacks it can skip): every address starts a new generation, so no token of
+  // the next lifetime can equal one of this one, and serials go on counting.
+  for (uint32_t i = 0; i < g_ids.by_address.size(); ++i) {
+    IdentitySlot& s = g_ids.by_address.at(i);
+    ++s.generation;
+    s.serial = 0;
+    s.by_weakref = 0;
+  }
+  if (g_ids.deaths) memset(g_ids.deaths, 0, g_ids.deaths_cap * sizeof *g_ids.deaths);
+  g_ids.deaths_used = 0;
+  g_ids.died_callback = nullptr;
 }
 
 }  // namespace imptrace

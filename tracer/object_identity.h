@@ -20,4 +20,10 @@ uint64_t identity(PyObject* o, bool track);
 // their death there, with nothing allocated per module.
 void watch_module_deaths();
 
+// After Py_FinalizeEx has finished (no interpreter, no GIL, no other thread in the
+// tracer): forgets what it kept of the finalised interpreter without touching it (its
+// objects may be freed; the references held are deliberately leaked), so that the next
+// lifetime starts as the first did.
+void forget_lifetime_identities();
+
 }  // namespace imptrace

@@ -28,6 +28,12 @@ struct MainInterpreter {
 };
 extern MainInterpreter g_main_interpreter;
 
+// Which lifetime of the main interpreter (Py_Initialize* ... Py_FinalizeEx) this is,
+// counted from 1 and bumped when one has ended (an embedding host may initialise Python
+// again). The Python objects the tracer keeps belong to one lifetime: when it ends they
+// are dropped without being touched (they may be freed already), and made again.
+extern uint32_t g_lifetime;
+
 // The main interpreter's sys.modules, null until the tracer is installed there.
 inline PyObject* sys_modules() { return g_main_interpreter.sys_modules; }
 

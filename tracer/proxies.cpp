@@ -154,4 +154,6 @@ void instrument_if_proxy(PyObject* obj, const ObjectDescription& described) {
   instrument_proxy_class(type.get());
 }
 
+void forget_lifetime_proxy_classes() { g_proxy_classes.count = 0; }
+
 }  // namespace imptrace

@@ -14,4 +14,10 @@ namespace imptrace {
 // a proxy (and proxies are observed in this run).
 void instrument_if_proxy(PyObject* obj, const ObjectDescription& described);
 
+// After Py_FinalizeEx has finished (no interpreter, no GIL, no other thread in the
+// tracer): forgets what it kept of the finalised interpreter without touching it (its
+// objects may be freed; the references held are deliberately leaked), so that the next
+// lifetime starts as the first did.
+void forget_lifetime_proxy_classes();
+
 }  // namespace imptrace

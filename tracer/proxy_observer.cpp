@@ -1,6 +1,8 @@
 // The observed functions of proxy_observer.h and their entry-point hook.
 #include "proxy_observer.h"
 
+#include <string.h>
+
 #include "records.h"
 
 namespace imptrace {
@@ -132,6 +134,12 @@ void observe_proxy_class(PyObject* type, bool getattr, bool setattr) {
   // metaclass code run. Borrowed; the class keeps it.
   if (getattr) observe_function(py.PyType_Lookup(type, g_observer.getattr_str), GETATTR, nullptr);
   if (setattr) observe_function(py.PyType_Lookup(type, g_observer.setattr_str), SETATTR, nullptr);
+}
+
+void forget_lifetime_observed_functions() {
+  memset(g_observer.observed, 0, sizeof g_observer.observed);
+  g_observer.n_observed = 0;
+  g_observer.getattr_str = g_observer.setattr_str = g_observer.name_str = nullptr;
 }
 
 }  // namespace imptrace

@@ -47,4 +47,10 @@ void observe_module(PyObject* module);
 // __setattr__ somewhere in its MRO: those functions get observed. Idempotent.
 void observe_proxy_class(PyObject* type, bool getattr, bool setattr);
 
+// After Py_FinalizeEx has finished (no interpreter, no GIL, no other thread in the
+// tracer): forgets what it kept of the finalised interpreter without touching it (its
+// objects may be freed; the references held are deliberately leaked), so that the next
+// lifetime starts as the first did.
+void forget_lifetime_observed_functions();
+
 }  // namespace imptrace

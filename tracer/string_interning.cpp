@@ -71,4 +71,6 @@ TextStrSlot* text_str(const char* text, size_t n) {
   return &slot;
 }
 
+void forget_lifetime_strings() { memset(&g_caches, 0, sizeof g_caches); }
+
 }  // namespace imptrace

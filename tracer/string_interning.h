@@ -20,6 +20,12 @@ namespace imptrace {
 // strings that repeat, and incref and decref both.
 uint32_t intern_obj(PyObject* s, bool fill = true);
 
+// After Py_FinalizeEx has finished (no interpreter, no GIL, no other thread in the
+// tracer): forgets what it kept of the finalised interpreter without touching it (its
+// objects may be freed; the references held are deliberately leaked), so that the next
+// lifetime starts as the first did.
+void forget_lifetime_strings();
+
 // Two str objects with the same text (without running a subclass's __eq__).
 bool same_text(PyObject* a, PyObject* b);
 
@@ -41,16 +47,19 @@ inline PyObject* dict_get_text(PyObject* d, TextStrSlot* slot, const char* text)
 // PyDict_GetItemString build and hash a new str on every call; NAME("x") gives each call
 // site its own static holding the name's str, made once and interned (lookups hit the
 // cached hash and compare by identity). Sub-interpreters use the String variants.
-struct Name { const char* text; PyObject* obj; };
+// The str is made again in each lifetime of the main interpreter (g_lifetime): 3.12+
+// free interned strings when the interpreter is finalised, references or not.
+struct Name { const char* text; PyObject* obj; uint32_t lifetime; };
 inline PyObject* name_obj(Name& n) {
   if (!in_main_interpreter()) return nullptr;
-  if (!n.obj) {
-    n.obj = py.PyUnicode_InternFromString(n.text);  // deliberate: kept for the process lifetime
+  if (n.lifetime != g_lifetime) {
+    n.obj = py.PyUnicode_InternFromString(n.text);  // deliberate: kept for the lifetime
     if (!n.obj) py.PyErr_Clear();
+    n.lifetime = g_lifetime;
   }
   return n.obj;
 }
-#define NAME(lit) ([]() -> ::imptrace::Name& { static ::imptrace::Name n{lit, nullptr}; return n; }())
+#define NAME(lit) ([]() -> ::imptrace::Name& { static ::imptrace::Name n{lit, nullptr, 0}; return n; }())
 
 inline PyObject* getattr_n(PyObject* o, Name& name) {  // new reference
   PyObject* n = name_obj(name);

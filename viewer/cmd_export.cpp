@@ -174,7 +174,20 @@ void write_process(JsonWriter& w, const Process& p) {
   w.end_object();
   w.string_array("sys_path", p.sys_paths.empty() ? std::vector<std::string>{} : p.sys_paths.back().entries);
 
-  w.object_array("imports", p.imports, [&](const model::Import& im) { write_import(w, rel, im); });
+  // The interpreter's lifetimes (Py_Initialize* ... Py_FinalizeEx); an import's "lifetime"
+  // is its number (null when the trace marks none).
+  w.object_array("lifetimes", p.lifetimes, [&](const model::Lifetime& l) {
+    w.field("lifetime", l.number);
+    w.field("begin_ns", l.begin_ns);
+    if (l.ended) w.field("end_ns", l.end_ns); else w.null_field("end_ns");
+    w.field("subinterpreters_from_c_unseen", l.subinterpreters_from_c_unseen);
+    w.field("end_unseen", l.end_unseen);
+    w.field("next_unseen", l.next_unseen);
+  });
+  w.object_array("imports", p.imports, [&](const model::Import& im) {
+    write_import(w, rel, im);
+    if (uint32_t l = p.lifetime_at(im.begin_ns)) w.field("lifetime", l); else w.null_field("lifetime");
+  });
   w.object_array("modules_changes", p.modules_changes,
                  [&](const model::ModulesChange& c) { write_change(w, p, rel, c); });
   w.object_array("bindings", p.bindings, [&](const model::Binding& b) { write_binding(w, p, b); });

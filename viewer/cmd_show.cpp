@@ -130,6 +130,49 @@ std::vector<Anomaly> find_anomalies(const model::Process& p) {
 
 namespace {
 
+// A host embedding Python (a C/C++ program calling Py_Initialize), as opposed to a Python
+// interpreter's own executable (python3.11, python3.12d...), whose one lifetime and whose
+// static libpython say nothing worth a line.
+bool embedding_host(const model::Process& p) {
+  std::string exe = p.executable.substr(p.executable.rfind('/') + 1);
+  if (exe.empty() && !p.argv.empty()) exe = p.argv[0].substr(p.argv[0].rfind('/') + 1);
+  return !exe.empty() && exe.compare(0, 6, "python") != 0;
+}
+
+// Each lifetime of the interpreter (Py_Initialize* ... Py_FinalizeEx) with its imports,
+// when the host initialised Python more than once; and what the tracer could not see.
+void show_lifetimes(const model::Process& p, const std::vector<bool>& repeats, std::ostream& out) {
+  if (p.several_lifetimes()) {
+    std::map<uint32_t, std::pair<size_t, size_t>> counts;  // lifetime -> (imports, failed)
+    for (size_t i = 0; i < p.imports.size(); ++i) {
+      if (repeats[i]) continue;
+      auto& c = counts[p.lifetime_at(p.imports[i].begin_ns)];
+      ++c.first;
+      c.second += !p.imports[i].ok;
+    }
+    out << "  interpreter lifetimes: " << p.lifetimes.size()
+        << " (Py_Initialize ... Py_FinalizeEx; each has its own sys.modules)\n";
+    for (const auto& l : p.lifetimes) {
+      const auto& c = counts[l.number];
+      out << "    " << l.number << ". from " << format_ms(l.begin_ns) << " ms";
+      if (l.ended) out << " to " << format_ms(l.end_ns) << " ms";
+      else out << ", not finalised when the trace ends";
+      out << ": " << c.first << " imports (" << c.second << " failed)\n";
+    }
+  }
+  bool from_c = false, end_unseen = false, next_unseen = false;
+  for (const auto& l : p.lifetimes) {
+    from_c |= l.subinterpreters_from_c_unseen;
+    end_unseen |= l.end_unseen;
+    next_unseen |= l.ended && l.next_unseen;
+  }
+  if (from_c && embedding_host(p))
+    out << "  not seen: sub-interpreters created from C (Py_NewInterpreter*): libpython is linked "
+           "statically here (IMPTRACE_AUDIT_HOOK=1 sees them)\n";
+  if (end_unseen) out << "  not seen: the interpreter's finalisation, and any later Py_Initialize\n";
+  if (next_unseen) out << "  not seen: any Py_Initialize after the last Py_FinalizeEx\n";
+}
+
 void show_process(const model::Process& p, std::ostream& out, bool all_failures) {
   const auto roots = p.sys_path_roots();
   auto rel = [&](const model::Location& loc) { return model::relative_location(loc, roots); };
@@ -150,7 +193,9 @@ void show_process(const model::Process& p, std::ostream& out, bool all_failures)
 
   size_t failed = 0, repeats = 0;
   for (const auto& im : p.imports) failed += !im.ok;
-  for (bool r : repeat_imports(p)) repeats += r;
+  const std::vector<bool> repeat = repeat_imports(p);
+  for (bool r : repeat) repeats += r;
+  show_lifetimes(p, repeat, out);
   std::set<uint64_t> proxies;
   for (const auto& c : p.modules_changes)
     if (c.new_object.present && c.new_object.is_proxy()) proxies.insert(c.new_object.id);
@@ -198,7 +243,9 @@ void show_process(const model::Process& p, std::ostream& out, bool all_failures)
       for (size_t i : which) {
         if (!l.add()) continue;
         const auto& im = p.imports[i];
-        out << "    " << im.name << ": " << im.error_text() << "\n";
+        out << "    ";
+        if (p.several_lifetimes()) out << "[lifetime " << p.lifetime_at(im.begin_ns) << "] ";
+        out << im.name << ": " << im.error_text() << "\n";
         if (!im.importer.empty()) out << "      imported at " << format_location(rel(im.importer)) << "\n";
         if (!im.test.empty()) out << "      during test " << im.test << "\n";
       }

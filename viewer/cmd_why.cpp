@@ -65,13 +65,15 @@ void add_entries(const Process& p, const model::KeyHistory& h, const std::vector
       const model::Location* at = model::outside_importlib(c->stack);
       e.class_changes.push_back({c->new_object, at ? model::relative_location(*at, roots) : model::Location{}});
     }
+    if (p.several_lifetimes()) e.lifetime = ke.lifetime;
+    e.finalized = ke.finalized;
     e.removed = ke.removed;
     if (ke.removal) {
       e.removed_at = first_frame(ke.removal->stack, roots);
       e.removal_precise = ke.removal->precision == model::Precision::Exact;
     }
-    // Not removed and not the last: the next entry replaced it.
-    if (!ke.removed && i + 1 < h.entries.size()) {
+    // Not removed, not finalised and not the last: the next entry replaced it.
+    if (!ke.removed && !ke.finalized && i + 1 < h.entries.size()) {
       e.replaced_by = *h.entries[i + 1].object;
       e.replaced_at = arrived_at(h.entries[i + 1], roots);
     }
@@ -91,6 +93,7 @@ void build_process(const Process& p, const std::string& module, WhyReport& r) {
     wi.importer = model::relative_location(im.importer, roots);
     wi.trigger = model::relative_location(im.trigger, roots);
     wi.reentry = history.reentry(i);
+    if (p.several_lifetimes()) wi.lifetime = p.lifetime_at(im.begin_ns);
     r.imports.push_back(std::move(wi));
   }
   const size_t first_entry = r.entries.size();
@@ -172,6 +175,8 @@ void why_json(const WhyReport& r, std::ostream& out, bool pretty) {
     w.key("replaced_at");
     write_location_json(w, e.replaced_by.present ? e.replaced_at : model::Location{});
     w.field("removed", e.removed);
+    if (e.lifetime) w.field("lifetime", static_cast<uint64_t>(e.lifetime)); else w.null_field("lifetime");
+    w.field("finalized", e.finalized);
     w.key("removed_at");
     write_location_json(w, e.removed_at);
     w.field_or_null("loader", e.loader);
@@ -267,12 +272,19 @@ void why_text(const WhyReport& r, std::ostream& out) {
   if (pids.size() > 1) out << " across " << pids.size() << " processes";
   out << ", oldest first.\n";
   int64_t last_pid = -1;
+  uint32_t last_lifetime = 0;
   size_t n = 0;
   for (const auto& e : r.entries) {
     if (e.process != last_pid) {
       out << "\nprocess " << e.process << ":\n";
       last_pid = e.process;
+      last_lifetime = 0;
       n = 0;
+    }
+    // A host that initialised Python several times: each lifetime has its own sys.modules.
+    if (e.lifetime && e.lifetime != last_lifetime) {
+      out << "  interpreter lifetime " << e.lifetime << ":\n";
+      last_lifetime = e.lifetime;
     }
     out << "  " << ++n << ". " << describe_object(e.object) << "\n";
     if (!e.origin.empty()) out << "     from " << e.origin << "\n";
@@ -317,6 +329,8 @@ void why_text(const WhyReport& r, std::ostream& out) {
       if (!e.removal_precise) out << ", seen at the next import,";
       if (!e.removed_at.empty()) out << " at " << format_location(e.removed_at);
       out << "\n";
+    } else if (e.finalized) {
+      out << "     there until the interpreter was finalised (Py_FinalizeEx)\n";
     } else {
       out << "     still there when the trace ends\n";
     }
@@ -328,7 +342,9 @@ void why_text(const WhyReport& r, std::ostream& out) {
     out << "\nFailed imports of " << r.module << ":\n";
     for (const auto& wi : r.imports) {
       if (wi.import.ok) continue;
-      out << "  process " << wi.process << ": " << wi.import.error_text();
+      out << "  process " << wi.process;
+      if (wi.lifetime) out << ", interpreter lifetime " << wi.lifetime;
+      out << ": " << wi.import.error_text();
       if (!wi.importer.empty()) out << "\n     imported at " << format_location(wi.importer);
       if (!wi.trigger.empty()) out << ", triggered at " << format_location(wi.trigger);
       out << "\n";

@@ -173,6 +173,10 @@ struct WhyEntry {  // one object that sat under sys.modules[M]
     model::Location where;    // first frame outside importlib (relativized)
   };
   std::vector<ClassChange> class_changes;
+  // The interpreter lifetime it sat there in, when the process initialised Python more
+  // than once (0 otherwise), and whether that lifetime's end (Py_FinalizeEx) ended it.
+  uint32_t lifetime = 0;
+  bool finalized = false;
 };
 struct WhyChild {
   int64_t process = 0;
@@ -189,6 +193,7 @@ struct WhyImport {                    // each import of M (failed ones included)
   model::Location importer;           // relativized
   model::Location trigger;            // relativized; see model::Import::trigger
   bool reentry = false;               // a lookup while an outer import of M initialises it
+  uint32_t lifetime = 0;              // as WhyEntry::lifetime
 };
 struct WhyReport {
   std::string module;

@@ -86,6 +86,14 @@ std::vector<Fate> classify_failures(const model::Process& p) {
     }
     auto it = last_begin.find(im.thread);
     bool went_on = it != last_begin.end() && it->second >= im.end_ns;
+    // Asked for by C code (an embedding host's PyImport_ImportModule, pybind11's
+    // module_::import), which got the error back: the host went on when the interpreter's
+    // lifetime ended by Py_FinalizeEx rather than with the program.
+    if (!went_on && have_importers && im.importer.empty()) {
+      uint32_t l = p.lifetime_at(im.begin_ns);
+      for (const auto& lt : p.lifetimes)
+        if (lt.number == l && lt.ended) went_on = true;
+    }
     fate[i] = went_on ? Fate::Handled : Fate::Propagated;
   }
   return fate;

@@ -36,8 +36,9 @@ void ModulesHistory::find_reentries() {
   reentry_.assign(ims.size(), false);
   // The first import of each name is the one that ran its module (the later ones found it).
   std::vector<bool> first(ims.size(), false);
-  std::unordered_set<std::string_view> seen;
-  for (size_t i = 0; i < ims.size(); ++i) first[i] = seen.insert(std::string_view(ims[i].name)).second;
+  std::unordered_set<std::string> seen;  // "<lifetime> <name>": each lifetime runs its modules
+  for (size_t i = 0; i < ims.size(); ++i)
+    first[i] = seen.insert(std::to_string(p_.lifetime_at(ims[i].begin_ns)) + ' ' + ims[i].name.str()).second;
   for (size_t i = 0; i < ims.size(); ++i) {
     const Import& im = ims[i];
     // Parents start earlier: a position that does not decrease is a malformed trace.
@@ -71,28 +72,42 @@ const Import& ModulesHistory::outermost(const Import& im) const {
 ModulesHistory::ModulesHistory(const Process& p) : p_(p) {
   find_reentries();
   // Both record kinds in one time order; at equal times a change precedes an import.
+  // ... and the ends of interpreter lifetimes after both.
+  enum Kind : uint8_t { kChange, kImport, kLifetimeEnd };
   struct Event {
     uint64_t time_ns;
     uint32_t index;
-    bool is_import;
+    Kind kind;
   };
   std::vector<Event> events;
-  events.reserve(p.modules_changes.size() + p.imports.size());
+  events.reserve(p.modules_changes.size() + p.imports.size() + p.lifetimes.size());
   prefault_capacity(events);
   for (size_t i = 0; i < p.modules_changes.size(); ++i)
-    events.push_back({p.modules_changes[i].time_ns, static_cast<uint32_t>(i), false});
+    events.push_back({p.modules_changes[i].time_ns, static_cast<uint32_t>(i), kChange});
   for (size_t i = 0; i < p.imports.size(); ++i)
     if (p.imports[i].ok && p.imports[i].object.present)
-      events.push_back({p.imports[i].end_ns, static_cast<uint32_t>(i), true});
+      events.push_back({p.imports[i].end_ns, static_cast<uint32_t>(i), kImport});
+  // The last lifetime's end is the trace's: what it holds is "still there when the trace ends".
+  for (size_t i = 0; i + 1 < p.lifetimes.size(); ++i)
+    if (p.lifetimes[i].ended) events.push_back({p.lifetimes[i].end_ns, static_cast<uint32_t>(i), kLifetimeEnd});
   std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
-    return a.time_ns != b.time_ns ? a.time_ns < b.time_ns : a.is_import < b.is_import;
+    return a.time_ns != b.time_ns ? a.time_ns < b.time_ns : a.kind < b.kind;
   });
   keys_.reserve(p.imports.size() + 16);
   first_key_of_.reserve(p.imports.size() + 16);
   for (const Event& ev : events) {
-    if (ev.is_import) apply(p.imports[ev.index]);
-    else apply(p.modules_changes[ev.index]);
+    if (ev.kind == kImport) apply(p.imports[ev.index]);
+    else if (ev.kind == kChange) apply(p.modules_changes[ev.index]);
+    else end_lifetime();
   }
+}
+
+void ModulesHistory::end_lifetime() {
+  for (auto& h : keys_.values())
+    if (h.current >= 0) {
+      h.entries[h.current].finalized = true;
+      h.current = -1;
+    }
 }
 
 KeyEntry& ModulesHistory::push(KeyHistory& h, std::string_view key, const ObjectRef& obj,
@@ -101,6 +116,7 @@ KeyEntry& ModulesHistory::push(KeyHistory& h, std::string_view key, const Object
   e.object = &obj;
   e.via_import = via_import;
   e.time_ns = t;
+  e.lifetime = p_.lifetime_at(t);
   auto first = first_key_of_.emplace(obj.id);
   if (first.second) {
     *first.first = key;
@@ -141,6 +157,7 @@ void ModulesHistory::apply(const ModulesChange& c) {
     } else {
       KeyEntry& e = push(h, c.key, c.old_object, c.old_object.is_plain_module(), 0);
       e.before_trace = true;
+      e.lifetime = p_.lifetime_at(c.time_ns);
     }
   }
   if (c.op == ChangeOp::Set && c.new_object.present) {

@@ -26,6 +26,11 @@
 //   change for it) puts that object there as of the import's start: its children are bound
 //   before the import returns.
 // - A delete, or a clear of the whole dict, ends the current entry (`removed`).
+// - The end of an interpreter lifetime (Py_FinalizeEx in an embedding host that initialises
+//   Python again) ends every current entry (`finalized`): the next lifetime has a new
+//   sys.modules, and its modules are new objects, not replacements. (The last lifetime's
+//   end is the trace's end, as in a program that never re-initialises.) Each entry knows its
+//   lifetime; re-entries are looked for within one lifetime.
 // Entries point into the Process, which must outlive the history.
 #pragma once
 
@@ -63,6 +68,8 @@ struct KeyEntry {
   bool via_import = true;    // by the import system, else by assignment
   bool before_trace = false;
   bool removed = false;
+  bool finalized = false;    // still there when its interpreter lifetime ended
+  uint32_t lifetime = 0;     // Process::lifetime_at its time (0: the trace marks none)
 
   // The test it got there in (nullptr: unknown).
   const Str* test() const;
@@ -137,6 +144,7 @@ class ModulesHistory {
                  uint64_t t);
   void apply(const ModulesChange& c);
   void apply(const Import& im);
+  void end_lifetime();
   void find_reentries();
   // The import in progress when `c` happened, or nullptr.
   const Import* during(const ModulesChange& c) const;

@@ -143,5 +143,15 @@ int64_t Process::import_position(uint64_t index) const {
   return it - imports.begin();
 }
 
+uint32_t Process::lifetime_at(uint64_t time_ns) const {
+  uint32_t n = 0;
+  for (const Lifetime& l : lifetimes) {
+    if (l.begin_ns > time_ns) break;
+    n = l.number;
+  }
+  // Before the first begin record (a record of the first lifetime written ahead of it).
+  return n ? n : (lifetimes.empty() ? 0 : lifetimes.front().number);
+}
+
 }  // namespace model
 }  // namespace imptrace

@@ -294,6 +294,21 @@ std::string end_text(const ProcessEnd& e);
 // with a non-zero status is an ending the program chose (a failing test run), not this.
 bool ended_abnormally(const ProcessEnd& e);
 
+// One lifetime of the main interpreter (Py_Initialize* ... Py_FinalizeEx): an embedding
+// host may finalise Python and initialise it again. Numbered from 1; sys.modules, modules
+// and sub-interpreter ids are the lifetime's own.
+struct Lifetime {
+  uint32_t number = 0;
+  uint64_t begin_ns = 0;
+  uint64_t end_ns = 0;
+  bool ended = false;  // its LifetimeEnd was seen (Py_FinalizeEx finished)
+  // What the tracer could not see in it (LifetimeBegin.Unseen bits) ...
+  bool subinterpreters_from_c_unseen = false;  // static libpython: Py_NewInterpreter* not interposable
+  bool end_unseen = false;                     // its end, and any later lifetime
+  // ... and after it: the tracer could not put itself back for a next Py_Initialize.
+  bool next_unseen = false;
+};
+
 // Everything one trace file says about one process.
 struct Process {
   std::string source_file;       // the trace file it was read from
@@ -325,6 +340,8 @@ struct Process {
   std::vector<SysPathSnapshot> sys_paths;
   std::vector<Note> notes;       // from the tracer
   ProcessEnd end;                // the last end record; How::None when there is none
+  // In time order. Empty for a trace from a tracer that did not mark lifetimes.
+  std::vector<Lifetime> lifetimes;
 
   // From the reader: truncation, malformed records skipped, undefined string ids.
   std::vector<std::string> warnings;
@@ -338,6 +355,10 @@ struct Process {
   Location relative(const Location& loc) const;
   // Position in `imports` of the import with this Import::index, or -1.
   int64_t import_position(uint64_t index) const;
+  // The lifetime a record made at `time_ns` belongs to (0 when the trace marks none).
+  uint32_t lifetime_at(uint64_t time_ns) const;
+  // The host initialised Python more than once.
+  bool several_lifetimes() const { return lifetimes.size() > 1; }
 };
 
 // Is `path` a path from the file system root: absolute, or as a redacted trace writes one

@@ -129,6 +129,8 @@ class Decoder {
         case F::Record::note: ok = note(body); break;
         case F::Record::process_end: ok = process_end(body); break;
         case F::Record::env_update: ok = env_update(body); break;
+        case F::Record::lifetime_begin: ok = lifetime_begin(body); break;
+        case F::Record::lifetime_end: ok = lifetime_end(body); break;
         default: kind = 0; break;  // a newer record kind: skip it
       }
       if (!ok) rr.ok = false;
@@ -532,6 +534,41 @@ class Decoder {
     });
     if (!ok) return false;
     proc_.notes.push_back(std::move(n));
+    return true;
+  }
+
+  bool lifetime_begin(Reader r) {
+    model::Lifetime l;
+    uint64_t number = 0, unseen = 0;
+    bool ok = for_each_field(r, [&](uint32_t f, WireType wt, Reader& rr) {
+      if (f == F::LifetimeBegin::lifetime) return get_u64(wt, rr, number);
+      if (f == F::LifetimeBegin::time_ns) return get_u64(wt, rr, l.begin_ns);
+      if (f == F::LifetimeBegin::unseen) return get_u64(wt, rr, unseen);
+      return false;
+    });
+    if (!ok || !number || number > UINT32_MAX) return false;
+    l.number = static_cast<uint32_t>(number);
+    l.subinterpreters_from_c_unseen = unseen & F::LifetimeBegin::SUBINTERPRETERS_FROM_C;
+    l.end_unseen = unseen & F::LifetimeBegin::LATER_LIFETIMES;
+    proc_.lifetimes.push_back(l);
+    return true;
+  }
+
+  // Ends the lifetime it names, when that is the last one begun.
+  bool lifetime_end(Reader r) {
+    uint64_t number = 0, time = 0, next_unseen = 0;
+    bool ok = for_each_field(r, [&](uint32_t f, WireType wt, Reader& rr) {
+      if (f == F::LifetimeEnd::lifetime) return get_u64(wt, rr, number);
+      if (f == F::LifetimeEnd::time_ns) return get_u64(wt, rr, time);
+      if (f == F::LifetimeEnd::next_unseen) return get_u64(wt, rr, next_unseen);
+      return false;
+    });
+    if (!ok) return false;
+    if (proc_.lifetimes.empty() || proc_.lifetimes.back().number != number) return true;
+    model::Lifetime& l = proc_.lifetimes.back();
+    l.ended = true;
+    l.end_ns = time;
+    l.next_unseen = next_unseen != 0;
     return true;
   }
 

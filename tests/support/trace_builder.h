@@ -368,6 +368,26 @@ class TraceBuilder {
     append_record(r);
   }
 
+  // A lifetime of the interpreter (Py_Initialize* ... Py_FinalizeEx) began or ended.
+  void add_lifetime_begin(uint32_t lifetime, uint64_t time_ns, uint32_t unseen = 0) {
+    wire::ByteBuf r;
+    auto m = wire::begin_message(r, F::Record::lifetime_begin);
+    wire::put_uint(r, F::LifetimeBegin::lifetime, lifetime);
+    wire::put_uint(r, F::LifetimeBegin::time_ns, time_ns);
+    wire::put_uint(r, F::LifetimeBegin::unseen, unseen);
+    wire::end_message(r, m);
+    append_record(r);
+  }
+  void add_lifetime_end(uint32_t lifetime, uint64_t time_ns, bool next_unseen = false) {
+    wire::ByteBuf r;
+    auto m = wire::begin_message(r, F::Record::lifetime_end);
+    wire::put_uint(r, F::LifetimeEnd::lifetime, lifetime);
+    wire::put_uint(r, F::LifetimeEnd::time_ns, time_ns);
+    wire::put_bool(r, F::LifetimeEnd::next_unseen, next_unseen);
+    wire::end_message(r, m);
+    append_record(r);
+  }
+
   // Appends raw bytes as one Trace.record entry (for unknown-field and corruption tests).
   void add_raw_record(const std::vector<uint8_t>& record_body) {
     wire::ByteBuf r;

@@ -310,3 +310,27 @@ TEST(KeyHistory, LazyLoadersClassChangesAreOneEntryAndNoReload) {
   EXPECT_EQ(outside_importlib(e.class_changes[1]->stack)->line, 8u);
   EXPECT_TRUE(k->has_proxy);
 }
+
+TEST(KeyHistory, ALifetimeEndsEveryEntryAndTheNextLifetimesModuleReplacesNothing) {
+  Process p;
+  Lifetime one, two;
+  one.number = 1, one.begin_ns = 0, one.end_ns = 100, one.ended = true;
+  two.number = 2, two.begin_ns = 200, two.end_ns = 300, two.ended = true;
+  p.lifetimes = {one, two};
+  p.imports.push_back(import_of("csv", module_object(1, "csv"), 10, 20));
+  p.imports.push_back(import_of("csv", module_object(2, "csv"), 210, 220));
+  ModulesHistory h(p);
+  const KeyHistory* k = h.find("csv");
+  ASSERT_NE(k, nullptr);
+  ASSERT_EQ(k->entries.size(), 2u);
+  EXPECT_EQ(k->entries[0].lifetime, 1u);
+  EXPECT_TRUE(k->entries[0].finalized);
+  EXPECT_FALSE(k->entries[0].removed);
+  EXPECT_EQ(k->entries[1].lifetime, 2u);
+  // The last lifetime's end is the trace's: its entries are still there.
+  EXPECT_FALSE(k->entries[1].finalized);
+  EXPECT_EQ(k->current, 1);
+  // Each lifetime's first import of a name runs its module: neither is a re-entry.
+  EXPECT_FALSE(h.reentry(0));
+  EXPECT_FALSE(h.reentry(1));
+}

@@ -393,3 +393,36 @@ TEST(Reader, ReserveOfAnUnfinishedFileIsSkipped) {
   EXPECT_FALSE(parse(reserve_field(16000), p, why));
   EXPECT_EQ(why, "empty file");
 }
+
+TEST(Reader, InterpreterLifetimes) {
+  TraceBuilder b;
+  b.add_lifetime_begin(1, 100, fields::LifetimeBegin::SUBINTERPRETERS_FROM_C);
+  b.add_import(ImportSpec::make(0, "csv", 150, 10));
+  b.add_lifetime_end(1, 200);
+  b.add_lifetime_begin(2, 300, fields::LifetimeBegin::LATER_LIFETIMES);
+  b.add_import(ImportSpec::make(1, "csv", 350, 10));
+  b.add_lifetime_end(7, 400);  // names no lifetime begun last: ignored
+  b.add_lifetime_begin(3, 500);
+  b.add_lifetime_end(3, 600, true);
+  model::Process p;
+  std::string why;
+  ASSERT_TRUE(parse(b.bytes(), p, why)) << why;
+  ASSERT_EQ(p.lifetimes.size(), 3u);
+  EXPECT_TRUE(p.several_lifetimes());
+  EXPECT_EQ(p.lifetimes[0].number, 1u);
+  EXPECT_TRUE(p.lifetimes[0].ended);
+  EXPECT_EQ(p.lifetimes[0].begin_ns, 100u);
+  EXPECT_EQ(p.lifetimes[0].end_ns, 200u);
+  EXPECT_TRUE(p.lifetimes[0].subinterpreters_from_c_unseen);
+  EXPECT_FALSE(p.lifetimes[0].end_unseen);
+  EXPECT_FALSE(p.lifetimes[1].ended);
+  EXPECT_TRUE(p.lifetimes[1].end_unseen);
+  EXPECT_TRUE(p.lifetimes[2].ended);
+  EXPECT_TRUE(p.lifetimes[2].next_unseen);
+  EXPECT_EQ(p.lifetime_at(150), 1u);
+  EXPECT_EQ(p.lifetime_at(350), 2u);
+  EXPECT_EQ(p.lifetime_at(550), 3u);
+  EXPECT_EQ(p.lifetime_at(50), 1u);  // before the first begin record: the first lifetime
+  model::Process none;
+  EXPECT_EQ(none.lifetime_at(50), 0u);
+}
