@@ -56,6 +56,11 @@ CurrentTest g_current_test;
 
 }  // namespace
 
+uintptr_t current_test_token() {
+  g_current_test.env.get();
+  return reinterpret_cast<uintptr_t>(g_current_test.env.entry);
+}
+
 uint32_t current_test() {
   CurrentTest& c = g_current_test;
   const char* t = c.env.get();
