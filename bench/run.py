@@ -105,6 +105,37 @@ def gen_storm(root, threads=8, per=300):
         '''))
 
 
+# Issue 21's two hot loops: one attribute read 300,000 times through a PEP 562 module
+# __getattr__, and through a ModuleType-subclass proxy that forwards to a module it holds.
+HOT_READS = 300000
+
+
+def gen_hot(root, reads=HOT_READS):
+    write(os.path.join(root, "hot_lazy.py"), textwrap.dedent('''\
+        def __getattr__(name):
+            if name == "value":
+                return 42
+            raise AttributeError(name)
+        '''))
+    write(os.path.join(root, "hot_proxied.py"), textwrap.dedent('''\
+        import sys, types
+        real = types.ModuleType("hot_real")
+        real.value = 42
+        class Forwarding(types.ModuleType):
+            def __getattr__(self, name):
+                return getattr(self._target, name)
+        proxy = Forwarding(__name__)
+        proxy._target = real
+        sys.modules[__name__] = proxy
+        '''))
+    for name, module in (("hotgetattr", "hot_lazy"), ("hotproxy", "hot_proxied")):
+        write(os.path.join(root, f"{name}_main.py"), textwrap.dedent(f'''\
+            import {module}
+            for _ in range({reads}):
+                {module}.value
+            '''))
+
+
 def gen_pytest(root, files=200, tests=10, helpers=50):
     """200 test files x 10 tests; each file imports three generated helper modules (shared
     between files, so most are cached) and a few stdlib modules."""
@@ -205,6 +236,7 @@ def generate(work, workloads=()):
     write(os.path.join(src, "tree_main.py"), "import bt_root\n")
     write(os.path.join(src, "torch_main.py"), "import torch\n")
     gen_storm(src)
+    gen_hot(src)
     suite = gen_pytest(work)
     write(os.path.join(src, "wrapper_launch.py"), WRAPPER)
     write(os.path.join(src, "scipy_main.py"), "import scipy, sympy\n")
@@ -331,7 +363,8 @@ def dir_bytes(d):
 
 
 KIND_NAMES = {1: "header", 2: "string_def", 3: "import", 4: "modules_change", 5: "binding",
-              6: "proxy_access", 7: "sys_path", 8: "proxy_class", 9: "note"}
+              6: "proxy_access", 7: "sys_path", 8: "proxy_class", 9: "note", 10: "env_update",
+              11: "process_end", 12: "proxy_access_summary"}
 
 
 def read_varint(buf, i):
@@ -903,6 +936,8 @@ WORKLOAD_TITLES = {
     "long20000": "one importer file of 20,000 lines `import lm.mI` (20,000 top-level imports)",
     "scipy": "`import scipy, sympy` (Debian python3-scipy, python3-sympy)",
     "realpytest": f"`pytest --collect-only -q` of a real suite ({REAL_SUITE})",
+    "hotgetattr": f"hot loop: {HOT_READS:,} reads of a PEP 562 module `__getattr__` attribute",
+    "hotproxy": f"hot loop: {HOT_READS:,} reads of an attribute through a `ModuleType` subclass proxy",
 }
 
 
@@ -1115,9 +1150,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=7, help="measured rounds per workload (default 7)")
     ap.add_argument("--torch-rounds", type=int, default=None, help="rounds for import torch (default: --rounds)")
-    ap.add_argument("--workloads", default="tree,torch,pytest,storm",
-                    help="comma-separated subset of tree,torch,pytest,storm,long5000,long20000,scipy,"
-                         "realpytest ('' for none); NAME@3.10 runs NAME on pyenv's 3.10 (also 3.8-3.13; "
+    ap.add_argument("--workloads", default="tree,torch,pytest,storm,hotgetattr,hotproxy",
+                    help="comma-separated subset of tree,torch,pytest,storm,hotgetattr,hotproxy,long5000,"
+                         "long20000,scipy,realpytest ('' for none); NAME@3.10 runs NAME on pyenv's 3.10 (also 3.8-3.13; "
                          "@debian: /usr/bin/python3, the default), e.g. long20000@3.10,long20000@3.12")
     ap.add_argument("--callgrind-workloads", default="tree,torch",
                     help="workloads --callgrind counts (default tree,torch; same names as --workloads)")

@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "access_repeats.h"
 #include "audit_hook.h"
 #include "bindings.h"
 #include "code_location.h"
@@ -210,6 +211,7 @@ void record_import_end(ThreadState& t, const InFlight& self, PyObject* name, PyO
     rec.native_depth = resolve_native_stack(native, nnative, frames);
   }
   encode_import(rec);
+  write_repeat_summaries();  // an import boundary: the proxy accesses counted before it
 
   if (main_interp && sys_modules) {
     char parent_text[1024];

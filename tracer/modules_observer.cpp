@@ -1,5 +1,6 @@
 #include "modules_observer.h"
 
+#include "access_repeats.h"
 #include "code_location.h"
 #include "imports_in_flight.h"
 #include "modules_shadow.h"
@@ -392,6 +393,7 @@ void class_assignment(PyObject* obj, PyObject* new_type) {
 
 // object's __class__ setter, swapped for this at installation.
 int class_setter_hook(PyObject* self, PyObject* value, void* closure) {
+  repeats_objects_changed();  // any object's: a proxy need not sit under its own name
   note_class_assignment(self, value);
   return g_observers.orig_class_setter(self, value, closure);
 }
@@ -403,6 +405,9 @@ void emit_modules_change(uint32_t key, uint32_t op, const ObjectDescription* old
                          const CodeLocation* stack, int stack_depth) {
   ThreadState& t = ts();
   const InFlight* in = innermost(t);
+  // A key's object replaced or removed: the next access of every repeated proxy site is
+  // recorded in full (an insertion of a new key changes no object an access went to).
+  if (old_value || op != ModulesChange::SET) repeats_objects_changed();
   ModulesChangeRecord r;
   r.key = key;
   r.op = op;

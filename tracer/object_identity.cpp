@@ -26,7 +26,8 @@ struct IdentitySlot {  // 16 bytes: the table is touched for every import
 struct IdentityTraits {
   static uint64_t hash(const IdentitySlot& s) { return hash_address(s.addr); }
 };
-constexpr uint64_t kAddressId = 1ull << 62;  // above every serial (4 billion before one wraps)
+constexpr uint64_t kAddressId = 1ull << 62;  // above every serial (4 billion before one wraps);
+                                             // tracked_identity (object_identity.h) knows it
 constexpr int kGenerationShift = 48;
 constexpr uint64_t kGenerationMask = 0x3fff;  // 14 bits: below kAddressId
 
@@ -41,6 +42,7 @@ struct Identities {
   size_t deaths_cap, deaths_used;
   PyObject* died_callback;  // one callback for all weakrefs (deliberately kept)
   DestructorFn orig_module_dealloc;
+  uint32_t died;  // identity_deaths()
 };
 Identities g_ids;
 
@@ -80,6 +82,7 @@ PyObject* object_died(PyObject*, PyObject* weakref) {
         IdentitySlot* s = identity_slot(g_ids.deaths[j].addr, false);
         g_ids.deaths[j].addr = kTombstone;
         if (s && s->by_weakref) {
+          ++g_ids.died;
           ++s->generation;
           s->serial = 0;
           s->by_weakref = 0;
@@ -104,6 +107,7 @@ void module_dealloc_hook(PyObject* m) {
   if (g_ids.by_address.size() && !finalizing() && in_main_interpreter()) {
     IdentitySlot* s = identity_slot(reinterpret_cast<uintptr_t>(m), false);
     if (s && s->serial && !s->by_weakref) {
+      ++g_ids.died;
       ++s->generation;
       s->serial = 0;
     }
@@ -116,6 +120,8 @@ void module_dealloc_hook(PyObject* m) {
 void watch_module_deaths() {
   if (!g_ids.orig_module_dealloc) g_ids.orig_module_dealloc = patch_module_dealloc(module_dealloc_hook);
 }
+
+uint32_t identity_deaths() { return g_ids.died; }
 
 uint64_t identity(PyObject* o, bool track) {
   auto addr = reinterpret_cast<uintptr_t>(o);

@@ -16,6 +16,13 @@ namespace imptrace {
 // can never equal a serial.
 uint64_t identity(PyObject* o, bool track);
 
+// Whether an id is a tracked object's serial (whose death the trace sees), not an address.
+inline bool tracked_identity(uint64_t id) { return id && id < (1ull << 62); }
+
+// Bumps whenever a tracked object dies: whoever keeps an address with its id checks the id
+// again when this moved.
+uint32_t identity_deaths();
+
 // types.ModuleType's dealloc, replaced by the bootstrap: plain modules are watched for
 // their death there, with nothing allocated per module.
 void watch_module_deaths();

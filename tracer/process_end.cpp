@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "access_repeats.h"
 #include "process_state.h"
 #include "records.h"
 #include "trace_writer.h"
@@ -44,6 +45,7 @@ void encode_end(How how, int64_t status, int sig) {
 // With the lock held and Python code possibly still running: pending records first.
 void write_end(How how, int64_t status, int sig) {
   if (g_end.cap < kEndRecordRoom) return;  // the start-up allocation failed
+  write_repeat_summaries();  // the proxy accesses counted since the last summaries
   TraceWriter::flush();
   encode_end(how, status, sig);
   TraceWriter::append_encoded(g_end);

@@ -1,5 +1,6 @@
 #include "proxies.h"
 
+#include "access_repeats.h"
 #include "code_location.h"
 #include "object_description.h"
 #include "process_state.h"
@@ -78,35 +79,46 @@ ObjectDescription forwarded_target(PyObject* proxy, PyObject* ev) {
   return ObjectDescription();
 }
 
+// `site`: where a successful access came from, when its repeats may be counted.
 void record_proxy_access(uint32_t kind, PyObject* proxy, PyObject* attr, PyObject* res,
-                         PyObject* et, PyObject* ev, PyObject* module_for_record) {
+                         PyObject* et, PyObject* ev, PyObject* module_for_record, const AccessSite* site) {
   ThreadState& t = ts();
-  WriterLock lock;
-  CodeLocation stack[kStackDepth];
-  int ns = capture_stack(stack, kStackDepth, false);
-  const InFlight* in = innermost(t);
-  auto r = TraceWriter::begin_record(Record::proxy_access);
-  auto& b = TraceWriter::buf();
-  put_object(b, ProxyAccess::proxy, describe(module_for_record ? module_for_record : proxy));
-  wire::put_uint(b, ProxyAccess::attribute, intern_obj(attr));
-  wire::put_uint(b, ProxyAccess::kind, kind);
-  wire::put_bool(b, ProxyAccess::ok, res != nullptr);
-  if (res && kind != ProxyAccess::SETATTR) put_object(b, ProxyAccess::result, describe(res));
-  if (!res) {
-    uint32_t ty, msg;
-    describe_error(et, ev, &ty, &msg);
-    wire::put_uint(b, ProxyAccess::error_type, ty);
-    wire::put_uint(b, ProxyAccess::error_message, msg);
+  PyObject* drop[2] = {nullptr, nullptr};
+  {
+    WriterLock lock;
+    CodeLocation stack[kStackDepth];
+    int ns = capture_stack(stack, kStackDepth, false);
+    const InFlight* in = innermost(t);
+    ObjectDescription object = describe(module_for_record ? module_for_record : proxy);
+    uint64_t serial = site && res ? note_recorded_access(*site, res, object.id, drop) : 0;
+    auto r = TraceWriter::begin_record(Record::proxy_access);
+    auto& b = TraceWriter::buf();
+    put_object(b, ProxyAccess::proxy, object);
+    wire::put_uint(b, ProxyAccess::attribute, intern_obj(attr));
+    wire::put_uint(b, ProxyAccess::kind, kind);
+    wire::put_bool(b, ProxyAccess::ok, res != nullptr);
+    if (res && kind != ProxyAccess::SETATTR) put_object(b, ProxyAccess::result, describe(res));
+    if (!res) {
+      uint32_t ty, msg;
+      describe_error(et, ev, &ty, &msg);
+      wire::put_uint(b, ProxyAccess::error_type, ty);
+      wire::put_uint(b, ProxyAccess::error_message, msg);
+    }
+    if (kind != ProxyAccess::MODULE_GETATTR) put_object(b, ProxyAccess::forwarded_to, forwarded_target(proxy, ev));
+    for (int i = 0; i < ns; ++i) put_location(b, ProxyAccess::stack, stack[i]);
+    wire::put_uint(b, ProxyAccess::time_ns, TraceWriter::now_ns());
+    wire::put_uint(b, ProxyAccess::thread, t.tid);
+    wire::put_uint(b, ProxyAccess::test, current_test());
+    wire::put_uint(b, ProxyAccess::during_import, in ? in->index + 1 : 0);
+    wire::put_bool(b, ProxyAccess::from_import_system, ns > 0 && stack[0].importlib);
+    wire::put_uint(b, ProxyAccess::serial, serial);
+    TraceWriter::end_record(r);
+    TraceWriter::flush();
   }
-  if (kind != ProxyAccess::MODULE_GETATTR) put_object(b, ProxyAccess::forwarded_to, forwarded_target(proxy, ev));
-  for (int i = 0; i < ns; ++i) put_location(b, ProxyAccess::stack, stack[i]);
-  wire::put_uint(b, ProxyAccess::time_ns, TraceWriter::now_ns());
-  wire::put_uint(b, ProxyAccess::thread, t.tid);
-  wire::put_uint(b, ProxyAccess::test, current_test());
-  wire::put_uint(b, ProxyAccess::during_import, in ? in->index + 1 : 0);
-  wire::put_bool(b, ProxyAccess::from_import_system, ns > 0 && stack[0].importlib);
-  TraceWriter::end_record(r);
-  TraceWriter::flush();
+  // Given up by the repeat table; released outside the lock (a last reference runs a
+  // dealloc, which may run weakref callbacks).
+  if (drop[0]) py.Py_DecRef(drop[0]);
+  if (drop[1]) py.Py_DecRef(drop[1]);
 }
 
 }  // namespace
@@ -117,7 +129,7 @@ bool forward_observable() {
          g_main_interpreter.interp && py.PyInterpreterState_Get() == g_main_interpreter.interp;
 }
 
-void record_forward(uint32_t kind, PyObject* proxy, PyObject* attr, PyObject* res) {
+void record_forward(uint32_t kind, PyObject* proxy, PyObject* attr, PyObject* res, const AccessSite* site) {
   InterpreterScope scope;
   ThreadState& t = ts();
   if (!g_settings.enabled || !in_main_interpreter() || t.inside_tracer || !TraceWriter::usable()) return;
@@ -138,7 +150,8 @@ void record_forward(uint32_t kind, PyObject* proxy, PyObject* attr, PyObject* re
     py.PyErr_NormalizeException(&nt, &nv, &ntb);
     copies = true;
   }
-  record_proxy_access(kind, proxy, attr, res, nt, nv, kind == ProxyAccess::MODULE_GETATTR ? proxy : nullptr);
+  record_proxy_access(kind, proxy, attr, res, nt, nv, kind == ProxyAccess::MODULE_GETATTR ? proxy : nullptr,
+                      site);
   if (copies) {
     if (nt) py.Py_DecRef(nt);
     if (nv) py.Py_DecRef(nv);

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "access_repeats.h"
 #include "records.h"
 
 namespace imptrace {
@@ -76,17 +77,26 @@ PyObject* observed_entry(PyObject* fn, PyObject* const* args, size_t nargsf, PyO
   if (!o || kwnames || !forward_observable()) return res;
   // PY_VECTORCALL_ARGUMENTS_OFFSET is the top bit of nargsf.
   size_t nargs = nargsf & ~(size_t(1) << (8 * sizeof(size_t) - 1));
-  if (o->kind == GETATTR && nargs == 2) {
-    record_forward(GETATTR, args[0], args[1], res);
-  } else if (o->kind == SETATTR && nargs == 3) {
-    record_forward(SETATTR, args[0], args[1], res);
-  } else if (o->kind == MODULE_GETATTR && nargs == 1) {
+  uint32_t kind = o->kind;
+  if (nargs != (kind == GETATTR ? 2u : kind == SETATTR ? 3u : 1u)) return res;
+  PyObject* attr = kind == MODULE_GETATTR ? args[0] : args[1];
+  // The repeated path (access_repeats.h), before anything else is looked up. A module's
+  // __getattr__ is its site's object there: each observed function stands for one
+  // module, and the module itself is looked up only when the access is recorded (the
+  // site's identity check then fails on the function, sending the access to the full
+  // record, which checks the module).
+  AccessSite site;
+  bool sited = res && access_site(kind, kind == MODULE_GETATTR ? fn : args[0], attr, &site);
+  if (sited && count_repeat(site, res)) return res;
+  if (kind == MODULE_GETATTR) {
     // The module by the name taken when it was observed: the function's globals are not
     // always the module's (Debian's lazy_loader.attach defines __getattr__ in lazy_loader
     // itself), and holding the name rather than the module adds no reference to it.
     PyObject* modules = py.PyImport_GetModuleDict();
     PyObject* module = modules && o->name ? dict_lookup(modules, o->name) : nullptr;
-    record_forward(MODULE_GETATTR, module ? module : fn, args[0], res);
+    record_forward(MODULE_GETATTR, module ? module : fn, attr, res, sited ? &site : nullptr);
+  } else {
+    record_forward(kind, args[0], attr, res, sited ? &site : nullptr);
   }
   return res;
 }

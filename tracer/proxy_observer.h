@@ -16,7 +16,8 @@
 //
 // What is recorded, exactly: every call of an observed function from C, and on
 // 3.8-3.10 every call of it at all (3.11+ may run a direct Python-to-Python call without
-// going through the entry point; such calls are not forwarding). What is not observed:
+// going through the entry point; such calls are not forwarding). A successful call that
+// repeats one already recorded is counted rather than recorded (access_repeats.h). What is not observed:
 //  - a function assigned as a proxy class's __getattr__/__setattr__, or as a module's
 //    __getattr__, after the tracer saw the class or the module (the new function has
 //    CPython's own entry point);
@@ -29,15 +30,19 @@
 
 namespace imptrace {
 
+struct AccessSite;
+
 // Provided by the recorder (proxies.cpp), called by the hook with the GIL held.
 //  - forward_observable: true when a call at this point would be recorded (tracer enabled, main
 //    interpreter, not inside the tracer's own work).
 //  - record_forward: one call, after it ran. `result` null means it failed and the error
 //    indicator holds the error; record_forward leaves the indicator as it found it.
 //    `kind` is a ProxyAccess::Kind; for MODULE_GETATTR `proxy` is the module, or the
-//    function itself when its module is no longer in sys.modules.
+//    function itself when its module is no longer in sys.modules. `site`: where a
+//    successful call came from (access_repeats.h), when known; the hook has already found
+//    that it was not a repeat to count.
 bool forward_observable();
-void record_forward(uint32_t kind, PyObject* proxy, PyObject* attr, PyObject* result);
+void record_forward(uint32_t kind, PyObject* proxy, PyObject* attr, PyObject* result, const AccessSite* site);
 
 // A module that an import returned: its module-level __getattr__ (PEP 562), when it is a
 // Python function, gets observed. Main interpreter, GIL held. Idempotent.

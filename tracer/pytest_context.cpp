@@ -54,7 +54,17 @@ struct CurrentTest {
 };
 CurrentTest g_current_test;
 
+// A watch of its own: current_test() runs under the writer lock, from any interpreter;
+// this runs on the repeated proxy-access path, without that lock, in the main interpreter
+// only (its GIL held), so the two never share state.
+EnvWatch g_test_token{kCurrentTestVariable, sizeof kCurrentTestVariable - 1};
+
 }  // namespace
+
+uintptr_t current_test_token() {
+  g_test_token.get();
+  return reinterpret_cast<uintptr_t>(g_test_token.entry);
+}
 
 uint32_t current_test() {
   CurrentTest& c = g_current_test;

@@ -9,4 +9,9 @@ namespace imptrace {
 // 0 when it is not set.
 uint32_t current_test();
 
+// What changes with PYTEST_CURRENT_TEST (its environment entry; 0 when unset), for a check
+// that must not take the writer lock or intern anything: pytest sets the variable again at
+// every phase of every test.
+uintptr_t current_test_token();
+
 }  // namespace imptrace

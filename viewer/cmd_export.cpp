@@ -126,6 +126,8 @@ void write_access(JsonWriter& w, const Process& p, const Relativizer& rel, const
   w.key("during_import");
   write_import_ref(w, p, a.during_import);
   w.field("from_import_system", a.from_import_system);
+  // Further accesses like this one, counted by the tracer instead of recorded.
+  w.field("repeats", a.repeats);
 }
 
 void write_proxy_class(JsonWriter& w, const Relativizer& rel, const model::ProxyClass& c) {
@@ -304,6 +306,7 @@ void export_chrome(const std::vector<model::Process>& procs, std::ostream& out, 
       if (a.forwarded_to.present) w.field("forwarded_to", describe_object(a.forwarded_to));
       if (!a.stack.empty()) w.field("where", format_location(rel(a.stack[0])));
       if (!a.test.empty()) w.field("test", a.test);
+      if (a.repeats) w.field("repeats", a.repeats);
       w.end_object();
       w.end_object();
     }

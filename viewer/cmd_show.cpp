@@ -209,7 +209,9 @@ void show_process(const model::Process& p, std::ostream& out, bool all_failures)
     else ++not_bound;
   }
   size_t failed_access = 0, expected_failures = 0;
+  uint64_t access_repeats = 0;  // counted by the tracer, not recorded (never failures)
   for (const auto& a : p.proxy_accesses) {
+    access_repeats += a.repeats;
     if (a.ok) continue;
     if (is_expected_access_failure(a)) ++expected_failures;
     else ++failed_access;
@@ -219,7 +221,9 @@ void show_process(const model::Process& p, std::ostream& out, bool all_failures)
   out << "  imports: " << (p.imports.size() - repeats) << " (" << failed << " failed)"
       << "  sys.modules changes: " << p.modules_changes.size()
       << "  proxies: " << proxies.size() << "  bindings not bound: " << not_bound
-      << "  proxy accesses: " << p.proxy_accesses.size() << " (" << failed_access << " failed)\n";
+      << "  proxy accesses: " << p.proxy_accesses.size() << " (" << failed_access << " failed)";
+  if (access_repeats) out << " + " << access_repeats << " repeats counted";
+  out << "\n";
   if (repeats || not_bound_yet || expected_failures) {
     out << "  normal Python, not anomalies:";
     if (repeats) out << "  repeat imports that found the module already loaded: " << repeats;

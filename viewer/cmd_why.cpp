@@ -236,6 +236,7 @@ void why_json(const WhyReport& r, std::ostream& out, bool pretty) {
     w.field_or_null("result", model::object_token(a.result));
     w.field("time_ns", a.time_ns);
     w.field("from_import_system", a.from_import_system);
+    w.field("repeats", a.repeats);
   });
 
   w.object_array("imports", r.imports, [&](const WhyImport& wi) {
@@ -373,6 +374,7 @@ void why_text(const WhyReport& r, std::ostream& out) {
       if (!a.test.empty()) out << "\n     during test " << a.test;
       out << "\n     -> " << a.outcome();
       if (a.forwarded_to.present) out << " (forwarded to " << forwarded_name(a.forwarded_to) << ")";
+      if (a.repeats) out << "\n     and " << a.repeats << " more time" << (a.repeats == 1 ? "" : "s") << " the same way";
       out << "\n";
     }
   }

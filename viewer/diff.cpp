@@ -40,6 +40,7 @@ const char* kind_name(Kind k) {
     case Kind::OriginChanged: return "origin_changed";
     case Kind::ImportOrderChanged: return "import_order_changed";
     case Kind::ImportSlower: return "import_slower";
+    case Kind::ProxyAccessRepeats: return "proxy_access_repeats";
     case Kind::FailureReporting: return "failure_reporting";
   }
   return "unknown";
@@ -244,7 +245,8 @@ Result diff_runs(const std::vector<Process>& good, const std::vector<Process>& b
     const Group& g = good_groups[match_of_bad[i]];
     good_paired[match_of_bad[i]] = true;
     for (auto compare : {compare_key_histories, compare_duplicates, compare_child_bindings,
-                         compare_accesses, compare_failed, compare_present, compare_common})
+                         compare_accesses, compare_access_repeats, compare_failed, compare_present,
+                         compare_common})
       compare(g, bad_groups[i], out);
     pair_processes(g, bad_groups[i], r, out);
   }

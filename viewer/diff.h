@@ -27,6 +27,8 @@
 // binding_on_proxy, binding_mismatch, proxy_forward_failed, import_blocked, import_failed,
 // module_reloaded, duplicate_module, process_missing, process_added, module_missing,
 // module_added, loader_changed, origin_changed, import_order_changed, import_slower,
+// proxy_access_repeats (the same successful proxy access, repeated a different number of
+// times: always info, as how often a loop ran is not a cause),
 // failure_reporting (the order of
 // `Kind`); then severity; then the position of the module's
 // first import in the bad run (earlier first). An import_failed its importer handled
@@ -71,6 +73,7 @@ enum class Kind {
   OriginChanged,
   ImportOrderChanged,
   ImportSlower,
+  ProxyAccessRepeats,
   FailureReporting,
 };
 // The name the text, JSON, markdown and HTML output use: "sys_modules_replaced", ...

@@ -1,5 +1,6 @@
 // Attribute findings: children bound where they should not be (binding_on_proxy,
-// binding_mismatch) and failed lookups through a proxy (proxy_forward_failed).
+// binding_mismatch), failed lookups through a proxy (proxy_forward_failed), and successful
+// ones repeated a different number of times (proxy_access_repeats).
 #include <algorithm>
 #include <map>
 #include <set>
@@ -246,6 +247,50 @@ void compare_accesses(const Group& g, const Group& b, Findings& out) {
     f.tests = reporting_tests;
     if (!reporting_tests.empty()) f.test = reporting_tests[0];
     if (!reporting_at.empty()) f.where.push_back(reporting_at);
+    out.add(std::move(f));
+  }
+}
+
+// Successful accesses of one signature (object's story and type, attribute, kind, caller)
+// that both runs made, a different number of times, where the tracer counted repeats of
+// them in either run: how often a loop ran. Info, never more: the accesses themselves are
+// the same, and what differs in them is found by the other comparisons.
+void compare_access_repeats(const Group& g, const Group& b, Findings& out) {
+  struct Totals {
+    uint64_t times = 0, repeats = 0;
+  };
+  auto totals = [](const std::vector<std::pair<const ProcFacts*, const AccessFact*>>& all) {
+    Totals t;
+    for (const auto& x : all) {
+      t.times += 1 + x.second->a->repeats;
+      t.repeats += x.second->a->repeats;
+    }
+    return t;
+  };
+  std::vector<uint64_t> sigs;
+  for (const auto& kv : b.access_sigs)
+    if (kv.second.front().second->a->ok && g.access_sigs.count(kv.first)) sigs.push_back(kv.first);
+  std::sort(sigs.begin(), sigs.end());
+  for (uint64_t sig : sigs) {
+    const auto& bad_all = b.access_sigs.at(sig);
+    Totals tg = totals(g.access_sigs.at(sig)), tb = totals(bad_all);
+    if ((!tg.repeats && !tb.repeats) || tg.times == tb.times) continue;
+    const AccessFact& af = *bad_all.front().second;
+    const ProcFacts& pf = *bad_all.front().first;
+    const model::ProxyAccess& a = *af.a;
+    Location where = a.stack.empty() ? Location() : pf.norm->loc(a.stack[0]);
+    Finding f = new_finding(Kind::ProxyAccessRepeats, Severity::Info, std::string(af.story), b.key,
+                            first_pos(pf, af.story));
+    std::string what = std::string(a.kind == model::ProxyAccessKind::Setattr ? "setting ." : "lookup of .") +
+                       a.attribute + " on " + (a.proxy.present ? describe(a.proxy, "") : "a module");
+    auto times = [](uint64_t n) { return std::to_string(n) + " time" + (n == 1 ? "" : "s"); };
+    f.summary = what + (where.empty() ? std::string() : " at " + format_location(where)) + " ran " +
+                times(tg.times) + " in the good run and " + times(tb.times) +
+                " in the bad (the same access; only how often it repeated differs)";
+    f.good = what + ": " + times(tg.times) + " (" + std::to_string(tg.repeats) + " counted as repeats)";
+    f.bad = what + ": " + times(tb.times) + " (" + std::to_string(tb.repeats) + " counted as repeats)";
+    f.brief = "." + a.attribute + " repeated " + times(tb.times) + " against " + times(tg.times);
+    if (!where.empty()) f.where.push_back(where);
     out.add(std::move(f));
   }
 }

@@ -40,6 +40,9 @@ void compare_duplicates(const Group& good, const Group& bad, Findings& out);
 // binding_mismatch); failed lookups through a proxy (proxy_forward_failed).
 void compare_child_bindings(const Group& good, const Group& bad, Findings& out);
 void compare_accesses(const Group& good, const Group& bad, Findings& out);
+// The same successful accesses, counted a different number of times where the tracer
+// counted repeats (proxy_access_repeats, info only).
+void compare_access_repeats(const Group& good, const Group& bad, Findings& out);
 // diff_modules.cpp: import_failed; module_added, module_missing; origin_changed,
 // loader_changed, import_slower.
 void compare_failed(const Group& good, const Group& bad, Findings& out);

@@ -254,6 +254,12 @@ struct ProxyAccess {
   Str test;
   uint64_t during_import = 0;
   bool from_import_system = false;
+  // Non-zero: the tracer may have counted repeats of this access (ProxyAccessSummary)
+  // instead of recording them.
+  uint64_t serial = 0;
+  // Further accesses like this one (same object, attribute, kind, calling instruction and
+  // test; successful) that the tracer counted, summed over its summary records.
+  uint64_t repeats = 0;
   // "ok" or "ExceptionType: message".
   std::string outcome() const;
 };

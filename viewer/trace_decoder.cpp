@@ -131,6 +131,7 @@ class Decoder {
         case F::Record::env_update: ok = env_update(body); break;
         case F::Record::lifetime_begin: ok = lifetime_begin(body); break;
         case F::Record::lifetime_end: ok = lifetime_end(body); break;
+        case F::Record::proxy_access_summary: ok = proxy_access_summary(body); break;
         default: kind = 0; break;  // a newer record kind: skip it
       }
       if (!ok) rr.ok = false;
@@ -140,6 +141,24 @@ class Decoder {
 
   // Only the first header fills the process; later ones (should not exist) are ignored.
   bool header_seen = false;
+
+  // Adds the counted repeats to the accesses they repeat (by serial); a count whose access
+  // is not in the file (a hand-cut or damaged trace) is reported, not invented.
+  void apply_repeat_counts() {
+    if (summaries_.empty()) return;
+    std::unordered_map<uint64_t, size_t> by_serial;
+    for (size_t i = 0; i < proc_.proxy_accesses.size(); ++i)
+      if (proc_.proxy_accesses[i].serial) by_serial.emplace(proc_.proxy_accesses[i].serial, i);
+    uint64_t lost = 0;
+    for (const auto& s : summaries_) {
+      auto it = by_serial.find(s.first);
+      if (it == by_serial.end()) lost += s.second;
+      else proc_.proxy_accesses[it->second].repeats += s.second;
+    }
+    if (lost)
+      proc_.warnings.push_back(std::to_string(lost) + " counted proxy access repeat" + (lost == 1 ? "" : "s") +
+                               " of accesses not in the trace (left out)");
+  }
 
  private:
   const model::Str& str(uint32_t id) {
@@ -466,6 +485,7 @@ class Decoder {
         case F::ProxyAccess::test: return get_str_id(wt, rr, a.test);
         case F::ProxyAccess::during_import: return get_u64(wt, rr, a.during_import);
         case F::ProxyAccess::from_import_system: return get_bool(wt, rr, a.from_import_system);
+        case F::ProxyAccess::serial: return get_u64(wt, rr, a.serial);
         default: return false;
       }
     });
@@ -473,6 +493,18 @@ class Decoder {
       proc_.proxy_accesses.pop_back();
       return false;
     }
+    return true;
+  }
+
+  bool proxy_access_summary(Reader r) {
+    uint64_t access = 0, count = 0;
+    bool ok = for_each_field(r, [&](uint32_t f, WireType wt, Reader& rr) {
+      if (f == F::ProxyAccessSummary::access) return get_u64(wt, rr, access);
+      if (f == F::ProxyAccessSummary::count) return get_u64(wt, rr, count);
+      return false;
+    });
+    if (!ok || !access) return false;
+    summaries_.emplace_back(access, count);
     return true;
   }
 
@@ -604,6 +636,7 @@ class Decoder {
   std::unordered_map<uint32_t, model::Str> sparse_;
   size_t defined_ = 0;
   size_t undefined_uses_ = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> summaries_;  // (access serial, count), in file order
   size_t string_bytes_ = 0;
 };
 
@@ -855,6 +888,7 @@ bool decode_trace(ByteSource& src, model::Process& out, std::string& why) {
   if (dec.undefined_string_uses())
     out.warnings.push_back(plural(dec.undefined_string_uses(), "reference") +
                            " to undefined strings (shown as empty)");
+  dec.apply_repeat_counts();
   finish_imports(out);
   model::decide_proxies(out);  // after the elided object fields are filled in
   return true;

@@ -134,6 +134,7 @@ struct AccessSpec {
   std::vector<Loc> stack;
   uint64_t time_ns = 0, thread = 1, during_import = 0;
   bool from_import_system = false;
+  uint64_t serial = 0;  // non-zero: ProxyAccessSummary records may name it
 };
 
 class TraceBuilder {
@@ -311,6 +312,18 @@ class TraceBuilder {
     wire::put_uint(r, F::ProxyAccess::test, test);
     wire::put_uint(r, F::ProxyAccess::during_import, s.during_import);
     wire::put_bool(r, F::ProxyAccess::from_import_system, s.from_import_system);
+    wire::put_uint(r, F::ProxyAccess::serial, s.serial);
+    wire::end_message(r, m);
+    append_record(r);
+  }
+
+  // `count` repeats of the access whose serial is `access`.
+  void add_proxy_access_summary(uint64_t access, uint64_t count, uint64_t time_ns = 0) {
+    wire::ByteBuf r;
+    auto m = wire::begin_message(r, F::Record::proxy_access_summary);
+    wire::put_uint(r, F::ProxyAccessSummary::access, access);
+    wire::put_uint(r, F::ProxyAccessSummary::count, count);
+    wire::put_uint(r, F::ProxyAccessSummary::time_ns, time_ns);
     wire::end_message(r, m);
     append_record(r);
   }

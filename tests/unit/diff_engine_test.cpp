@@ -439,3 +439,37 @@ TEST(DiffEngine, ProbesThroughProxiesAreInfoAndSingleRunsPair) {
 
 }  // namespace
 }  // namespace imptrace
+
+namespace imptrace {
+namespace {
+
+// The same successful access through a proxy, repeated 10 times in one run and 100,000 in
+// the other (the tracer counted the repeats): one info finding, nothing louder; the same
+// counts on both sides: nothing.
+TEST(DiffEngine, RepeatCountsAloneAreInfo) {
+  auto run = [](uint64_t repeats) {
+    testing::RunBuilder r((testing::Variation()));
+    r.import("lazy_pkg", "/src/lazy_pkg.py", 1, 5);
+    r.flush();
+    testing::AccessSpec a;
+    a.proxy = testing::Obj::proxy(r.id(500), "lazy_pkg.Forwarding", "lazy_pkg");
+    a.attribute = "value";
+    a.stack = {testing::Loc{"/src/loop.py", 8, "reads"}};
+    a.serial = 1;
+    r.b().add_proxy_access(a);
+    r.b().add_proxy_access_summary(1, repeats);
+    return r.process();
+  };
+  std::vector<model::Process> few{run(9)}, many{run(99999)}, many_again{run(99999)};
+  diff::Result r = diff::diff_runs(few, many);
+  EXPECT_EQ(r.exit_status(), 0) << dump(r);
+  for (const auto& f : r.findings) EXPECT_EQ(f.severity, Severity::Info) << dump(r);
+  const Finding* f = find_kind(r.findings, "proxy_access_repeats");
+  ASSERT_NE(f, nullptr) << dump(r);
+  EXPECT_NE(f->summary.find("ran 10 times in the good run and 100000 times in the bad"), std::string::npos)
+      << f->summary;
+  EXPECT_EQ(find_kind(diff::diff_runs(many, many_again).findings, "proxy_access_repeats"), nullptr);
+}
+
+}  // namespace
+}  // namespace imptrace

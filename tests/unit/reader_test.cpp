@@ -106,6 +106,34 @@ TEST(Reader, DecodesHeaderAndRecords) {
   ASSERT_EQ(p.notes.size(), 1u);
 }
 
+// Repeats the tracer counted are added to the access they repeat, summary by summary; a
+// count naming no access in the file is a warning, never an access of its own.
+TEST(Reader, RepeatCountsJoinTheirAccess) {
+  TraceBuilder b;
+  AccessSpec a;
+  a.proxy = Obj{7, "lazy.Proxy", 4, "lazy", ""};
+  a.attribute = "value";
+  a.stack = {Loc{"/w/loop.py", 8, "reads"}};
+  a.serial = 3;
+  b.add_proxy_access(a);
+  a.serial = 0;  // a failed one: never counted
+  a.ok = false;
+  a.error_type = "AttributeError";
+  b.add_proxy_access(a);
+  b.add_proxy_access_summary(3, 1000);
+  b.add_proxy_access_summary(3, 24);
+  b.add_proxy_access_summary(9, 5);
+  model::Process p;
+  std::string why;
+  ASSERT_TRUE(parse(b.bytes(), p, why)) << why;
+  ASSERT_EQ(p.proxy_accesses.size(), 2u);
+  EXPECT_EQ(p.proxy_accesses[0].serial, 3u);
+  EXPECT_EQ(p.proxy_accesses[0].repeats, 1024u);
+  EXPECT_EQ(p.proxy_accesses[1].repeats, 0u);
+  ASSERT_EQ(p.warnings.size(), 1u);
+  EXPECT_NE(p.warnings[0].find("5 counted proxy access repeats"), std::string::npos) << p.warnings[0];
+}
+
 TEST(Reader, UnpackedRepeatedFieldsToo) {
   TraceBuilder b;
   auto im = ImportSpec::make(0, "pkg", 1, 2);

@@ -1,0 +1,173 @@
+"""Proxy accesses in a hot loop (issue 21): repeats of the same successful access are
+counted, not recorded, and every count reaches the trace (at exit, at os._exit, at an
+import boundary before a kill); failed lookups and the first access after a change stay
+whole records; why, show, export and diff show the counts."""
+import json
+import os
+import signal
+import textwrap
+
+import pytest
+
+from e2e_util import ident, interpreters, run, traces, viewer
+
+# A PEP 562 module, a ModuleType-subclass proxy forwarding to a module it holds, and a
+# script reading through both in loops. Line numbers of the reads are fixed (checked).
+PKGS = {
+    "lazy562.py": """\
+        def __getattr__(name):
+            if name == "value":
+                return 42
+            raise AttributeError(name)
+        """,
+    "proxied.py": """\
+        import sys, types
+        real = types.ModuleType("proxied_real")
+        real.value = 7
+        class Forwarding(types.ModuleType):
+            def __getattr__(self, name):
+                return getattr(self._target, name)
+        p = Forwarding(__name__)
+        p._target = real
+        sys.modules[__name__] = p
+        """,
+}
+
+SCRIPT = """\
+import os, sys, types
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pkgs"))
+import lazy562, proxied
+N = int(sys.argv[1])
+END = sys.argv[2]
+def reads(n):
+    for _ in range(n):
+        lazy562.value
+    for _ in range(n):
+        proxied.value
+reads(N)
+for _ in range(5):
+    hasattr(lazy562, "missing")
+if END == "change":
+    other = types.ModuleType("proxied_real2")
+    other.value = 8
+    proxied._target = other
+    reads(N)
+    sys.modules["lazy562"] = types.ModuleType("lazy562_stand_in")
+    sys.modules["lazy562"] = lazy562
+    reads(N)
+if END == "os_exit":
+    sys.stdout.flush()
+    os._exit(0)
+if END == "kill":
+    import json
+    os.kill(os.getpid(), 9)
+"""
+LAZY_LINE, PROXY_LINE, MISSING_LINE = 8, 10, 13
+
+PYS = [p for p in interpreters() if any(v in p for v in ("3.8", "3.10", "3.12", "3.13", "/usr/bin/"))]
+
+
+def run_loops(tmp_path, py, n, end="exit", name="run"):
+    work = tmp_path / ("w-" + name)
+    (work / "pkgs").mkdir(parents=True)
+    for f, text in PKGS.items():
+        (work / "pkgs" / f).write_text(textwrap.dedent(text))
+    (work / "loops.py").write_text(SCRIPT)
+    out = tmp_path / name
+    r = run([py, "loops.py", str(n), end], traced=True, outdir=str(out), cwd=str(work))
+    if end == "kill":
+        assert r.returncode == -signal.SIGKILL, r.stderr[-2000:]
+    else:
+        assert r.returncode == 0, r.stderr[-2000:]
+    return str(out)
+
+
+def accesses(path):
+    r = viewer("export", path, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    (proc,) = json.loads(r.stdout)["processes"]
+    return proc["proxy_accesses"]
+
+
+def at_line(acc, line, attribute):
+    return [a for a in acc if a["where"]["line"] == line and a["attribute"] == attribute
+            and a["where"]["file"] == "loops.py"]
+
+
+@pytest.mark.parametrize("py", PYS, ids=ident)
+def test_repeats_are_counted_and_every_count_arrives(py, tmp_path):
+    n = 20000
+    acc = accesses(run_loops(tmp_path, py, n))
+    for line in (LAZY_LINE, PROXY_LINE):
+        recs = at_line(acc, line, "value")
+        assert recs, "no access recorded at loops.py:%d" % line
+        assert all(a["outcome"] == "ok" for a in recs)
+        # A few whole records, the rest counted; nothing lost, nothing invented.
+        assert 1 <= len(recs) <= 4, [(a["repeats"], a["time_ns"]) for a in recs]
+        assert sum(1 + a["repeats"] for a in recs) == n
+    # Every failed lookup is a whole record, never counted.
+    missing = at_line(acc, MISSING_LINE, "missing")
+    assert len(missing) == 5 and all(a["repeats"] == 0 and a["outcome"] != "ok" for a in missing)
+
+
+@pytest.mark.parametrize("py", PYS[-1:], ids=ident)
+def test_trace_does_not_grow_with_repeats(py, tmp_path):
+    sizes = []
+    for n in (2000, 200000):
+        out = run_loops(tmp_path, py, n, name="n%d" % n)
+        sizes.append(sum(os.path.getsize(t) for t in traces(out)))
+    # The summaries of one more second of looping at most: tens of bytes, not megabytes.
+    assert sizes[1] - sizes[0] < 400, sizes
+
+
+@pytest.mark.parametrize("py", PYS, ids=ident)
+def test_first_access_after_a_change_is_recorded(py, tmp_path):
+    n = 3000
+    acc = accesses(run_loops(tmp_path, py, n, end="change"))
+    # The same two reads, three times over: the first few of each recorded whole; then
+    # the proxy's new forwarding target (another result) and the key replaced and put
+    # back (every site) each make the next access a whole record again.
+    proxy = at_line(acc, PROXY_LINE, "value")
+    lazy = at_line(acc, LAZY_LINE, "value")
+    assert sum(1 + a["repeats"] for a in proxy) == 3 * n
+    assert sum(1 + a["repeats"] for a in lazy) == 3 * n
+    assert len(proxy) == 5, [(a["repeats"], a["result"]) for a in proxy]
+    assert len(lazy) == 4, [(a["repeats"], a["result"]) for a in lazy]
+
+
+@pytest.mark.parametrize("py", PYS[-1:], ids=ident)
+@pytest.mark.parametrize("end", ["os_exit", "kill"])
+def test_counts_reach_the_trace_without_a_normal_exit(py, end, tmp_path):
+    # os._exit: written with the end record. SIGKILL right after an import: the import
+    # boundary wrote them.
+    n = 5000
+    acc = accesses(run_loops(tmp_path, py, n, end=end))
+    for line in (LAZY_LINE, PROXY_LINE):
+        assert sum(1 + a["repeats"] for a in at_line(acc, line, "value")) == n
+
+
+def test_viewer_shows_counts_and_diff_says_only_how_often(tmp_path):
+    py = PYS[-1]
+    small = run_loops(tmp_path, py, 100, name="small")
+    big = run_loops(tmp_path, py, 20000, name="big")
+    show = viewer("show", big)
+    assert show.returncode == 0
+    assert "repeats counted" in show.stdout
+    why = viewer("why", big, "lazy562")
+    assert "more times the same way" in why.stdout
+    whyj = json.loads(viewer("why", big, "lazy562", "--format", "json").stdout)
+    reads = [a for a in whyj["proxy_accesses"] if a["attribute"] == "value"]
+    assert sum(1 + a["repeats"] for a in reads) == 20000
+    chrome = json.loads(viewer("export", big, "--format", "chrome").stdout)
+    assert any(e.get("args", {}).get("repeats") for e in chrome["traceEvents"])
+    d = viewer("diff", small, big, "--format", "json")
+    findings = json.loads(d.stdout)["findings"]
+    assert d.returncode == 0, findings
+    assert all(f["severity"] == "info" for f in findings), findings
+    rep = [f for f in findings if f["kind"] == "proxy_access_repeats"]
+    assert {f["module"] for f in rep} == {"lazy562", "proxied"}, findings
+    assert any("100 times in the good run and 20000 times in the bad" in f["summary"] for f in rep), rep
+    # The same run twice: nothing at all about repeats.
+    again = run_loops(tmp_path, py, 20000, name="again")
+    same = json.loads(viewer("diff", big, again, "--format", "json").stdout)["findings"]
+    assert not [f for f in same if f["kind"] == "proxy_access_repeats"], same
