@@ -53,6 +53,11 @@ void compare_order(const ProcFacts& good, const ProcFacts& bad, PairInfo& pair, 
 
 // Ranks findings and groups each story under its primary (diff_rank.cpp).
 void rank_and_group(std::vector<Finding>& findings);
+// A story's primary with its `related` set: its severity becomes the worst part's, its
+// test the first known, and its summary gets one clause per related kind.
+void tell_story(Finding& primary);
+// The clauses tell_story appends to the primary's summary.
+std::string story_tail(const Finding& primary);
 
 }  // namespace diff
 }  // namespace imptrace
