@@ -305,7 +305,8 @@ void module_facts(const ProcFacts& f, Collector& c) {
       Location l = f.norm->loc(im.importer);
       if (!l.empty()) fi->where.push_back(l);
     }
-    const std::string& origin = (*f.norm)(im.origin.empty() ? im.file.str() : im.origin.str());
+    // Compared as the two-run diff compares them: relative to their sys.path entry.
+    std::string origin(f.norm->view(im.origin.empty() ? im.file.str() : im.origin.str()));
     if (FactInfo* fi = c.see(fact_key(Family::Origin, name, hash_text(origin)))) {
       fi->family = Family::Origin;
       fi->kind = Kind::OriginChanged;
@@ -315,12 +316,13 @@ void module_facts(const ProcFacts& f, Collector& c) {
       fi->process = f.group;
       fi->order = m.pos;
     }
-    if (FactInfo* fi = c.see(fact_key(Family::Loader, name, hash_text(im.loader)))) {
+    std::string loader = normalize_loader(im.loader);
+    if (FactInfo* fi = c.see(fact_key(Family::Loader, name, hash_text(loader)))) {
       fi->family = Family::Loader;
       fi->kind = Kind::LoaderChanged;
       fi->severity = Severity::Warning;
       fi->module = fi->name = std::string(name);
-      fi->value = im.loader.empty() ? "<none>" : im.loader.str();
+      fi->value = loader.empty() ? "<none>" : loader;
       fi->process = f.group;
       fi->order = m.pos;
     }
