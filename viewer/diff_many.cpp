@@ -209,8 +209,9 @@ void binding_facts(const ProcFacts& f, Collector& c) {
     fi->process = f.group;
     fi->order = first_pos(f, fi->module);
     fi->test = b.test;
-    fi->summary = "'" + b.attribute + "' (" + fi->module + ") bound on " +
-                  describe(b.bound_on, (*f.norm)(b.bound_on.file)) + place_text(bf);
+    fi->name = b.attribute;
+    fi->value = "bound on " + describe(b.bound_on, (*f.norm)(b.bound_on.file)) + place_text(bf);
+    fi->summary = "'" + b.attribute + "' (" + fi->module + ") " + fi->value;
     fi->detail = std::string("status ") + model::binding_status_name(b.status) + ", bound_on " +
                  bound_on_place_name(bf.bound_on_place) + (b.bound_on.is_proxy() ? ", a proxy" : "");
     fi->brief = fi->module + (bf.bound_on_place == kLaterReplaced ? " bound on the replaced object"
@@ -501,11 +502,18 @@ std::vector<Ranked> candidates(const std::unordered_map<uint64_t, FactInfo>& fac
   std::map<std::tuple<bool, std::string, uint32_t, uint32_t>, std::vector<std::pair<uint64_t, const FactInfo*>>> modules;
   // Origins and loaders by module, for what the other side had.
   std::unordered_map<std::string, std::vector<const FactInfo*>> values;
+  // Children of one parent bound the same wrong way, in the same runs: one finding, as in
+  // the two-run diff.
+  std::map<std::tuple<bool, std::string, uint32_t, uint32_t>, std::vector<std::pair<uint64_t, const FactInfo*>>> children;
   for (const auto& kv : facts) {
     const FactInfo& fi = kv.second;
     if (fi.bad * ng == fi.good * nb) continue;  // as often on both sides: nothing to tell
     bool bad_side = fi.bad * ng > fi.good * nb;
     switch (fi.family) {
+      case Family::Binding:
+        children[{bad_side, fi.story + "\n" + fi.detail + "\n" + std::to_string(static_cast<int>(fi.kind)), fi.bad, fi.good}]
+            .push_back({kv.first, &fi});
+        continue;
       case Family::Present: {
         modules[{bad_side, fi.value, fi.bad, fi.good}].push_back({kv.first, &fi});
         continue;
@@ -543,6 +551,24 @@ std::vector<Ranked> candidates(const std::unordered_map<uint64_t, FactInfo>& fac
       r.f.good = other->value + " (" + runs_phrase(other->good, ng, "passing") + ")";
       out.push_back(std::move(r));
     }
+  }
+  for (auto& kv : children) {
+    auto& list = kv.second;
+    std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) {
+      return a.second->order != b.second->order ? a.second->order < b.second->order : a.second->name < b.second->name;
+    });
+    Ranked r = to_finding(list[0].first, *list[0].second, nb, ng);
+    if (list.size() > 1) {
+      const FactInfo& first = *list[0].second;
+      r.f.module = first.story;
+      r.f.summary = std::to_string(list.size()) + " children of " + first.story + " (" + first.name + ", ...) " + first.value;
+      std::string names;
+      for (size_t i = 0; i < list.size() && i < 20; ++i) names += (i ? ", " : "") + list[i].second->name;
+      if (list.size() > 20) names += ", ... (" + std::to_string(list.size() - 20) + " more)";
+      (r.bad_side ? r.f.bad : r.f.good) += ": " + names;
+      if (!r.bad_side) r.f.summary = "only in passing runs: " + r.f.summary;
+    }
+    out.push_back(std::move(r));
   }
   for (auto& kv : modules) {
     auto& list = kv.second;
@@ -756,7 +782,8 @@ void explain_order(Finding& f, const FactInfo& fi, uint64_t key, const std::vect
            (it->second == happened_bad ? std::string() : " in " + std::to_string(it->second));
   }
   if (!rel.empty()) line += ", " + rel;
-  else if (happened_bad && !all_junit) line += "; which test failed first is not known (outcome from the exit status: pytest's --junitxml in the run's directory tells it)";
+  else if (happened_bad && !all_junit)
+    line += "; which test failed first is not known (no junit XML in the run's directory: pytest --junitxml writes it)";
   f.evidence.push_back(line);
 
   // The passing runs: did it happen, and where relative to the tests that failed elsewhere.
@@ -797,7 +824,7 @@ void explain_order(Finding& f, const FactInfo& fi, uint64_t key, const std::vect
   }
   std::string gl = "in " + std::to_string(happened_good) + "/" + std::to_string(good.size()) + " passing runs ";
   if (!happened_good) {
-    gl += "it did not happen";
+    gl = "in none of the " + std::to_string(good.size()) + " passing runs";
   } else {
     gl += "it happened too, " + tests_text(tests_good, happened_good);
     static const std::pair<const char*, const char*> kGood[] = {
