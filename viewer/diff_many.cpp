@@ -75,28 +75,33 @@ class Collector {
       : facts_(facts), run_(run), bad_(bad) {}
 
   // Marks `key` seen in this run; returns the fact to describe when it is new anywhere.
+  // (One table lookup per call: the run's keys are counted once, deduplicated, at finish.)
   FactInfo* see(uint64_t key) {
-    if (seen_.insert(key).second) {
-      FactInfo& f = facts_[key];
-      (bad_ ? f.bad : f.good)++;
-      return f.bad + f.good == 1 ? &f : nullptr;
-    }
-    return nullptr;
+    keys_.push_back(key);
+    if (facts_.size() + 64 > facts_.bucket_count() * facts_.max_load_factor())
+      facts_.reserve(2 * facts_.size() + 1024);
+    auto ins = facts_.try_emplace(key);
+    return ins.second ? &ins.first->second : nullptr;
   }
   void event(uint64_t key, uint64_t time, const std::string& test) {
     auto ins = run_.events.emplace(key, Event{time, outcomes::node_id_of(test)});
     if (!ins.second && time < ins.first->second.time) ins.first->second = Event{time, outcomes::node_id_of(test)};
   }
   void finish() {
-    run_.keys.assign(seen_.begin(), seen_.end());
-    std::sort(run_.keys.begin(), run_.keys.end());
+    std::sort(keys_.begin(), keys_.end());
+    keys_.erase(std::unique(keys_.begin(), keys_.end()), keys_.end());
+    for (uint64_t k : keys_) {
+      FactInfo& f = facts_.find(k)->second;
+      (bad_ ? f.bad : f.good)++;
+    }
+    run_.keys = std::move(keys_);
   }
 
  private:
   std::unordered_map<uint64_t, FactInfo>& facts_;
   RunFacts& run_;
   bool bad_;
-  std::unordered_set<uint64_t> seen_;
+  std::vector<uint64_t> keys_;
 };
 
 bool ordinary(const KeyHistory& h) {
