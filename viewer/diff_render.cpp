@@ -511,7 +511,7 @@ int run_diff(const std::vector<std::string>& args) {
   auto render = [&](const diff::Result& r, std::ostream& out) {
     if (format == "json") diff::write_json(r, out, a.has("--pretty"));
     else if (format == "markdown" || format == "md") diff::write_markdown(r, out);
-    else diff::write_text(r, out, !a.has("--redact") && (color == "always" || (color == "auto" && colour_terminal())));
+    else diff::write_text(r, out, color == "always" || (color == "auto" && colour_terminal()));
   };
   if (many) {
     const ManyRunsDiff d = diff_command_many(a, false);
