@@ -2,6 +2,7 @@
 // (imptrace.diff/1) and markdown (capped in size), plus the `diff` command itself.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -9,6 +10,7 @@
 
 #include "commands.h"
 #include "diff.h"
+#include "bundle.h"
 #include "diff_many.h"
 #include "redact.h"
 #include "trace_reader.h"
@@ -466,8 +468,35 @@ const std::vector<std::string> kSides = {"--good", "--bad"};
 
 bool many_runs_form(const ParsedArgs& a) { return a.has("--good") || a.has("--bad"); }
 
+namespace {
+
+// A bundle holding several runs stands for each of them (BUNDLE#RUN): on a side of the
+// many-run diff, `pack fail1 fail2 fail3` is three failing runs.
+std::vector<std::string> expand_bundles(const std::vector<std::string>& paths) {
+  std::vector<std::string> out;
+  for (const auto& path : paths) {
+    std::vector<std::string> runs;
+    std::string why;
+    if (path.find('#') == std::string::npos && bundle::is_gzip_file(path))
+      bundle::read_file(path, [&](bundle::Member& m, std::string&) {
+        if (std::find(runs.begin(), runs.end(), m.run) == runs.end()) runs.push_back(m.run);
+        return true;
+      }, why);  // an unreadable bundle is reported when the run is read
+    bool named = runs.size() > 1 && std::find(runs.begin(), runs.end(), std::string()) == runs.end();
+    if (!named) {
+      out.push_back(path);
+      continue;
+    }
+    for (const auto& r : runs) out.push_back(path + "#" + r);
+  }
+  return out;
+}
+
+}  // namespace
+
 ManyRunsDiff diff_command_many(const ParsedArgs& a, bool html) {
-  std::vector<std::string> good = a.after("--good", kSides), bad = a.after("--bad", kSides);
+  std::vector<std::string> good = expand_bundles(a.after("--good", kSides)),
+                           bad = expand_bundles(a.after("--bad", kSides));
   if (!a.after("", kSides).empty())
     throw UsageError("with --good and --bad every RUN follows one of them: --good RUN... --bad RUN...");
   if (good.empty() || bad.empty()) throw UsageError("--good RUN... --bad RUN... needs at least one run on each side");

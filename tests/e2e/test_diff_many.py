@@ -125,3 +125,14 @@ def test_usage_errors():
     for args in (["diff", "--good", "x"], ["diff", "--bad", "x"], ["diff", "a", "--good", "x", "--bad", "y"]):
         r = viewer(*args, check=False)
         assert r.returncode == 2 and "usage:" in r.stderr, (args, r.stderr)
+
+
+def test_a_bundle_of_several_runs_is_each_of_them(order_runs, tmp_path):
+    bundle = str(tmp_path / "failing.tar.gz")
+    assert viewer("pack", *order_runs["bad"], "-o", bundle).returncode == 0
+    d = json.loads(viewer("diff", "--good", *order_runs["good"], "--bad", bundle, "--format", "json").stdout)
+    assert len(d["bad"]["runs"]) == 2 and all("#" in x["path"] for x in d["bad"]["runs"])
+    # A bundle holds the traces, not the junit XML: the outcome is the exit status.
+    assert {x["outcome_source"] for x in d["bad"]["runs"]} == {"exit_status"}
+    top = d["findings"][0]
+    assert top["module"] == "npugraph_ex" and top["story_support"] == {"bad": [2, 2], "good": [0, 3]}
