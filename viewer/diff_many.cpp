@@ -62,6 +62,10 @@ struct RunFacts {
   std::vector<uint64_t> keys;  // sorted
   std::unordered_map<uint64_t, Event> events;  // anomalies only: the first occurrence
   std::vector<std::pair<std::string, uint64_t>> tests;  // node ids by their first record, in time order
+  // By junit key (test_outcomes.h): where each test ran (the junit order when there is
+  // one, else the trace's) and the time of its first record.
+  std::unordered_map<std::string, int> position;
+  std::unordered_map<std::string, uint64_t> first_record;
   bool has(uint64_t key) const { return std::binary_search(keys.begin(), keys.end(), key); }
 };
 
@@ -406,6 +410,12 @@ RunFacts read_run(const std::string& path, bool bad, const RunLoader& load,
     auto it = by_key.find(t.key);
     if (it != by_key.end()) t.name = it->second;
   }
+  for (size_t i = 0; i < run.tests.size(); ++i) {
+    std::string key = outcomes::junit_key(run.tests[i].first);
+    run.first_record.emplace(key, run.tests[i].second);
+    if (run.outcome.tests.empty()) run.position.emplace(key, static_cast<int>(i));
+  }
+  for (size_t i = 0; i < run.outcome.tests.size(); ++i) run.position.emplace(run.outcome.tests[i].key, static_cast<int>(i));
   run.info.failed = run.outcome.failed;
   run.info.outcome_source = outcomes::source_name(run.outcome.source);
   run.info.outcome = run.outcome.text;
@@ -705,20 +715,15 @@ void take_text(Finding& f, const Finding& from) {
   f.process = from.process;
 }
 
-// Where a test ran in a run: its index in the junit order, else in the trace's order; -1.
+// Where a test ran in a run (-1: not known), and the time of its first record (UINT64_MAX).
 int position_of(const RunFacts& run, const std::string& key) {
-  for (size_t i = 0; i < run.outcome.tests.size(); ++i)
-    if (run.outcome.tests[i].key == key) return static_cast<int>(i);
-  if (!run.outcome.tests.empty()) return -1;
-  for (size_t i = 0; i < run.tests.size(); ++i)
-    if (outcomes::junit_key(run.tests[i].first) == key) return static_cast<int>(i);
-  return -1;
+  auto it = run.position.find(key);
+  return it == run.position.end() ? -1 : it->second;
 }
 
 uint64_t first_record_of(const RunFacts& run, const std::string& key) {
-  for (const auto& t : run.tests)
-    if (outcomes::junit_key(t.first) == key) return t.second;
-  return UINT64_MAX;
+  auto it = run.first_record.find(key);
+  return it == run.first_record.end() ? UINT64_MAX : it->second;
 }
 
 std::string quoted_test(const std::string& t) { return t.empty() ? "outside any test (collection or import time)" : "during `" + t + "`"; }
@@ -747,16 +752,17 @@ void explain_order(Finding& f, const FactInfo& fi, uint64_t key, const std::vect
       e.test = it->second.test;
       ++tests_bad[e.test];
       if (r.outcome.first_failing >= 0) {
+        // By time when the first failing test left a record (right under pytest-xdist too,
+        // where junit's order is not the order tests ran in), else by junit's order.
         const std::string& ff = r.outcome.tests[r.outcome.first_failing].key;
-        int at = e.test.empty() ? -1 : position_of(r, outcomes::junit_key(e.test));
-        if (at >= 0) {
-          e.relative = at < r.outcome.first_failing ? "before_first_failure"
-                       : at == r.outcome.first_failing ? "in_first_failure" : "after_first_failure";
-        } else {
-          uint64_t t = first_record_of(r, ff);
-          if (t != UINT64_MAX) e.relative = it->second.time < t ? "before_first_failure" : "after_first_failure";
-          else if (e.test.empty()) e.relative = "before_first_failure";  // no test running yet
-        }
+        std::string test_key = e.test.empty() ? std::string() : outcomes::junit_key(e.test);
+        uint64_t t = first_record_of(r, ff);
+        int at = test_key.empty() ? -1 : position_of(r, test_key);
+        if (test_key == ff) e.relative = "in_first_failure";
+        else if (t != UINT64_MAX) e.relative = it->second.time < t ? "before_first_failure" : "after_first_failure";
+        else if (at >= 0) e.relative = at < r.outcome.first_failing ? "before_first_failure" : "after_first_failure";
+        else if (e.test.empty() && !r.tests.empty() && it->second.time < r.tests[0].second)
+          e.relative = "before_first_failure";  // before any test left a record
       }
       if (!e.relative.empty()) ++rel_bad[e.relative];
     }
