@@ -251,6 +251,7 @@ void access_facts(const ProcFacts& f, Collector& c) {
     fi->severity = probe ? Severity::Info
                    : a.kind == model::ProxyAccessKind::ModuleGetattr ? Severity::Warning : Severity::Error;
     fi->module = fi->story = std::string(af.story);
+    fi->name = at;
     fi->process = f.group;
     fi->order = first_pos(f, af.story);
     fi->test = a.test;
@@ -684,17 +685,20 @@ std::vector<Story> make_stories(std::vector<Ranked> all) {
 
 // ---- the top stories: the two-run text and the test-order evidence ---------------------------
 
-// A finding of the two-run diff that tells the same thing as `f`: same kind, and the same
-// module or story.
-const Finding* same_finding(const std::vector<Finding>& fs, const Finding& f) {
+// A finding of the two-run diff that tells the same thing as `f` and no other fact took:
+// same kind, the same module (else story), and for a lookup the same attribute.
+const Finding* same_finding(const std::vector<Finding>& fs, const Finding& f, const FactInfo& fi,
+                            std::set<const Finding*>& used) {
+  auto fits = [&](const Finding& y, int pass) {
+    if (y.kind != f.kind || used.count(&y)) return false;
+    if (pass ? (f.story.empty() || y.story != f.story) : y.module != f.module) return false;
+    return fi.family != Family::Access || y.summary.find("." + fi.name + " on ") != std::string::npos;
+  };
   for (int pass = 0; pass < 2; ++pass)
     for (const auto& x : fs) {
-      for (const Finding* y = &x; y; y = nullptr) {
-        if (y->kind == f.kind && (pass ? (!f.story.empty() && y->story == f.story) : y->module == f.module)) return y;
-      }
+      if (fits(x, pass)) return used.insert(&x), &x;
       for (const auto& rel : x.related)
-        if (rel.kind == f.kind && (pass ? (!f.story.empty() && rel.story == f.story) : rel.module == f.module))
-          return &rel;
+        if (fits(rel, pass)) return used.insert(&rel), &rel;
     }
   return nullptr;
 }
@@ -897,6 +901,7 @@ Result diff_many_runs(const std::vector<std::string>& good, const std::vector<st
     Pair* pair = nullptr;
     for (auto& p : pairs)
       if (p->g == g && p->b == b) pair = p.get();
+    std::set<const Finding*> used;
     if (!pair && nb && ng) {
       pairs.push_back(std::make_unique<Pair>());
       pair = pairs.back().get();
@@ -912,7 +917,7 @@ Result diff_many_runs(const std::vector<std::string>& good, const std::vector<st
     }
     auto tell = [&](Ranked& x) {
       if (pair)
-        if (const Finding* same = same_finding(pair->diff.findings, x.f)) {
+        if (const Finding* same = same_finding(pair->diff.findings, x.f, *x.info, used)) {
           std::string partial;
           size_t cut = x.f.summary.rfind(" [in ");
           if (cut != std::string::npos) partial = x.f.summary.substr(cut);
