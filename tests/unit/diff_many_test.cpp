@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "commands.h"
 #include "diff_many.h"
 #include "diff_runs.h"
 #include "test_outcomes.h"
@@ -184,6 +185,24 @@ TEST(TestOutcomes, NodeIdsAsJunitNamesThem) {
   EXPECT_EQ(outcomes::junit_key("tests/order/backend_test.py::test_x"), "tests.order.backend_test::test_x");
   EXPECT_EQ(outcomes::junit_key("t.py::A::B::test_p[x::y]"), "t.A.B::test_p[x::y]");
   EXPECT_EQ(outcomes::node_id_of("a.py::t (setup)"), "a.py::t");
+}
+
+}  // namespace
+}  // namespace imptrace
+
+namespace imptrace {
+namespace {
+
+TEST(DiffManyArgs, RunsFollowTheirSideWhateverOptionsComeBetween) {
+  ParsedArgs a = parse_args({"--good", "g1", "g2", "--format", "json", "g3", "--bad", "b1", "--pretty", "b2"},
+                            {"--format"}, {"--good", "--bad", "--pretty"});
+  const std::vector<std::string> sides = {"--good", "--bad"};
+  EXPECT_EQ(a.after("--good", sides), (std::vector<std::string>{"g1", "g2", "g3"}));
+  EXPECT_EQ(a.after("--bad", sides), (std::vector<std::string>{"b1", "b2"}));
+  EXPECT_TRUE(a.after("", sides).empty());
+  EXPECT_EQ(a.get("--format", ""), "json");
+  ParsedArgs loose = parse_args({"x", "--good", "g"}, {}, {"--good", "--bad"});
+  EXPECT_EQ(loose.after("", sides), (std::vector<std::string>{"x"}));
 }
 
 }  // namespace
