@@ -369,11 +369,13 @@ void module_facts(const ProcFacts& f, Collector& c) {
 
 // The tests of a run in the order they first show in its records (all processes).
 std::vector<std::pair<std::string, uint64_t>> test_order(const std::vector<Process>& procs) {
-  std::unordered_map<std::string, uint64_t> first;
+  // Keyed by the shared string (every record of one test holds the same one): no copy
+  // of the name per record.
+  std::unordered_map<const void*, std::pair<const model::Str*, uint64_t>> first;
   auto note = [&](const model::Str& test, uint64_t t) {
     if (test.empty()) return;
-    auto ins = first.emplace(test.str(), t);
-    if (!ins.second && t < ins.first->second) ins.first->second = t;
+    auto ins = first.emplace(test.key(), std::make_pair(&test, t));
+    if (!ins.second && t < ins.first->second.second) ins.first->second.second = t;
   };
   for (const auto& p : procs) {
     uint64_t base = p.start_monotonic_ns;
@@ -384,8 +386,9 @@ std::vector<std::pair<std::string, uint64_t>> test_order(const std::vector<Proce
   }
   std::map<std::string, uint64_t> by_id;  // one entry per node id, whatever the phase
   for (const auto& kv : first) {
-    auto ins = by_id.emplace(outcomes::node_id_of(kv.first), kv.second);
-    if (!ins.second && kv.second < ins.first->second) ins.first->second = kv.second;
+    uint64_t t = kv.second.second;
+    auto ins = by_id.emplace(outcomes::node_id_of(kv.second.first->str()), t);
+    if (!ins.second && t < ins.first->second) ins.first->second = t;
   }
   std::vector<std::pair<std::string, uint64_t>> out(by_id.begin(), by_id.end());
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
