@@ -27,6 +27,18 @@ std::string ParsedArgs::get(const std::string& name, const std::string& fallback
   return v;
 }
 
+std::vector<std::string> ParsedArgs::after(const std::string& head, const std::vector<std::string>& heads) const {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < positional.size(); ++i) {
+    std::string last;
+    for (size_t k = 0; k < options_before[i]; ++k)
+      for (const auto& h : heads)
+        if (options[k].first == h) last = h;
+    if (last == head) out.push_back(positional[i]);
+  }
+  return out;
+}
+
 ParsedArgs parse_args(const std::vector<std::string>& args,
                       const std::vector<std::string>& value_options,
                       const std::vector<std::string>& flag_options) {
@@ -41,6 +53,7 @@ ParsedArgs parse_args(const std::vector<std::string>& args,
     const std::string& a = args[i];
     if (options_done || a.size() < 2 || a[0] != '-') {
       out.positional.push_back(a);
+      out.options_before.push_back(out.options.size());
       continue;
     }
     if (a == "--") { options_done = true; continue; }
@@ -93,6 +106,18 @@ const std::vector<model::Process>& load_for_command(const std::vector<std::strin
   static auto* kept = new std::vector<std::unique_ptr<std::vector<model::Process>>>();
   kept->push_back(std::make_unique<std::vector<model::Process>>(load_or_throw(paths)));
   return *kept->back();
+}
+
+void load_run_into(const std::string& path, std::vector<model::Process>& out, bool report) {
+  std::string error;
+  std::vector<std::string> warnings;
+  out.clear();
+  bool ok = reader::load_run(path, out, error, warnings);
+  if (report) {
+    for (const auto& w : warnings) std::cerr << "imptrace: " << w << "\n";
+    warnings_so_far().insert(warnings_so_far().end(), warnings.begin(), warnings.end());
+  }
+  if (!ok) throw InputError(error);
 }
 
 const std::vector<model::Process>& load_run_for_command(const std::string& path) {

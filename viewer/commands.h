@@ -31,8 +31,13 @@ struct InputError : std::runtime_error {
 struct ParsedArgs {
   std::vector<std::string> positional;
   std::vector<std::pair<std::string, std::string>> options;  // name (with dashes), value
+  // Per positional: how many options came before it (a flag can then name the list of
+  // arguments after it, as `diff --good RUN... --bad RUN...` does).
+  std::vector<size_t> options_before;
   bool has(const std::string& name) const;
   std::string get(const std::string& name, const std::string& fallback) const;
+  // The positionals whose last preceding option among `heads` is `head`.
+  std::vector<std::string> after(const std::string& head, const std::vector<std::string>& heads) const;
 };
 ParsedArgs parse_args(const std::vector<std::string>& args,
                       const std::vector<std::string>& value_options,
@@ -49,6 +54,10 @@ const std::vector<model::Process>& load_for_command(const std::vector<std::strin
 // text on a terminal carry them too (a "warnings" array in JSON, a note in markdown and
 // HTML), since a reader of a saved report never saw the stderr of the command.
 const std::vector<std::string>& input_warnings();
+
+// One run read into `out` and not kept (the many-run diff reads runs one at a time);
+// `report`: its warnings are printed and kept as load_run_for_command's are.
+void load_run_into(const std::string& path, std::vector<model::Process>& out, bool report);
 
 // One PATH that must be one run (a side of diff or report): load_for_command, refusing a
 // bundle of several runs with a line naming them (pick one as BUNDLE#RUN).

@@ -40,6 +40,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -48,6 +49,9 @@
 #include "model.h"
 
 namespace imptrace {
+namespace redact {
+class Redactor;
+}
 namespace diff {
 
 enum class Severity { Info = 0, Warning = 1, Error = 2 };
@@ -100,6 +104,12 @@ struct Options {
   size_t context = 3;                // events of context around a first divergence
 };
 
+// In how many runs of each set a finding's fact was seen (the many-run diff; diff_many.h).
+struct Support {
+  size_t bad = 0, bad_runs = 0, good = 0, good_runs = 0;
+  bool known() const { return bad_runs + good_runs > 0; }
+};
+
 struct Finding {
   Kind kind = Kind::SysModulesReplaced;
   Severity severity = Severity::Info;
@@ -112,6 +122,21 @@ struct Finding {
   std::vector<std::string> tests;   // every test it happened in (aggregated findings)
   std::string process;              // role of the process (group) it was found in
   std::vector<Finding> related;     // the rest of the story (primary findings only)
+  // Many-run diff only: the runs it was seen in, the story's best separating support
+  // (primary findings), which test ran when it happened in each run (diff_many.h), and
+  // which pair of runs the text was taken from.
+  Support support;
+  Support story_support;
+  struct RunEvent {
+    std::string run;          // the run's path
+    bool happened = false;
+    std::string test;         // the test running then, "" none
+    std::string relative;     // "before_first_failure", "in_first_failure", "after_first_failure",
+                              // "before_failing_tests", "after_failing_tests", "among_failing_tests", ""
+  };
+  std::vector<RunEvent> bad_events, good_events;
+  std::vector<std::string> evidence;  // the test-order evidence in sentences
+  std::string example;                // "failing run X against passing run Y"
 
   // Ranking helpers (filled by the engine).
   uint64_t order = 0;               // position of the module's first import in bad
@@ -149,8 +174,24 @@ struct RunSummary {
   size_t imports = 0;
 };
 
+// One run of a many-run diff: where it came from and what its outcome was.
+struct RunInfo {
+  std::string path;
+  size_t processes = 0, imports = 0;
+  bool failed = false;             // the run's outcome, as `outcome_source` tells it
+  std::string outcome_source;      // "junit" (pytest's --junitxml in the run's directory),
+                                   // "exit_status", "unknown"
+  std::string outcome;             // "4 failed, 1 passed (junit.xml)", "exit status 1"
+  std::string first_failing_test;  // "" unknown or none
+};
+
 struct Result {
   RunSummary good, bad;
+  // Many-run diff (`--good RUN... --bad RUN...`): every run with its outcome.
+  bool many = false;
+  std::vector<RunInfo> good_runs, bad_runs;
+  // The pair of runs the top story's text comes from (the HTML report draws them).
+  std::string example_good, example_bad;
   std::vector<PairInfo> pairs;
   std::vector<Finding> findings;  // ranked, grouped
   Options options;
@@ -200,5 +241,16 @@ struct RunsDiff {
   diff::Result result;
 };
 RunsDiff diff_command_runs(const ParsedArgs& a);
+
+// What `diff` and `report` share for `--good RUN... --bad RUN...` (diff_many.h): the runs
+// read one at a time and freed; with --redact the names they hold learned on the way.
+bool many_runs_form(const ParsedArgs& a);
+struct ManyRunsDiff {
+  diff::Result result;
+  std::shared_ptr<redact::Redactor> names;  // --redact only
+  // The command's whole output, redacted with --redact.
+  std::string finish(const std::string& text) const;
+};
+ManyRunsDiff diff_command_many(const ParsedArgs& a, bool html);
 
 }  // namespace imptrace

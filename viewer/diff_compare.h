@@ -30,6 +30,8 @@ std::string object_kind(const ObjectRef& o);                       // "module", 
 std::string describe(const ObjectRef& o, const std::string& origin);  // "module 'a' (a/__init__.py)"
 std::string format_duration(uint64_t ns);                          // "12.3 ms"
 std::string history_text(const std::vector<EntryText>& h);         // "1. ...; then 2. ..."
+// A loader's repr without its address ("<...SourceFileLoader object at 0x?>"; diff_modules.cpp).
+std::string normalize_loader(const std::string& loader);
 
 // ---- the comparisons of a group pair (role = the bad group's key) --------------------------
 // diff_identity.cpp: what sat under a key (sys_modules_replaced, proxy_in_sys_modules);
@@ -56,6 +58,11 @@ void compare_order(const ProcFacts& good, const ProcFacts& bad, PairInfo& pair, 
 
 // Ranks findings and groups each story under its primary (diff_rank.cpp).
 void rank_and_group(std::vector<Finding>& findings);
+// A story's primary with its `related` set: its severity becomes the worst part's, its
+// test the first known, and its summary gets one clause per related kind.
+void tell_story(Finding& primary);
+// The clauses tell_story appends to the primary's summary.
+std::string story_tail(const Finding& primary);
 
 }  // namespace diff
 }  // namespace imptrace

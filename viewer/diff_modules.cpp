@@ -58,6 +58,9 @@ std::string rooted_text(const RootedPath& r) {
   return r.root.empty() ? r.rel : r.rel + " under " + r.root;
 }
 
+
+}  // namespace
+
 std::string normalize_loader(const std::string& l) {
   // "<_frozen_importlib_external.SourceFileLoader object at 0x7f..>" -> without address.
   std::string out;
@@ -75,8 +78,6 @@ std::string normalize_loader(const std::string& l) {
   }
   return out;
 }
-
-}  // namespace
 
 // Imports that failed in bad with an error good never had. A failure its importer handled
 // (an optional dependency's probe) is one severity level below one that propagated: the

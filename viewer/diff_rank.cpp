@@ -35,26 +35,32 @@ void rank_and_group(std::vector<Finding>& fs) {
     }
     out.push_back(std::move(f));
   }
-  // A story's severity is its worst part, so an error story is never ranked as a warning.
-  for (auto& f : out) {
-    if (f.related.empty()) continue;
-    std::string tail;
-    for (const auto& r : f.related) {
-      if (r.severity > f.severity) f.severity = r.severity;
-      if (f.test.empty() && !r.test.empty()) f.test = r.test;
-    }
-    // The story in one line: the first clause of each kind, then how many more.
-    std::set<Kind> told;
-    size_t untold = 0;
-    for (const auto& r : f.related) {
-      if (r.kind == Kind::ProxyInSysModules && f.kind == Kind::SysModulesReplaced) continue;
-      if (!r.brief.empty() && told.insert(r.kind).second) tail += "; " + r.brief;
-      else ++untold;
-    }
-    if (untold) tail += "; +" + std::to_string(untold) + " more related";
-    f.summary += tail;
-  }
+  for (auto& f : out) tell_story(f);
   fs = std::move(out);
+}
+
+void tell_story(Finding& f) {
+  if (f.related.empty()) return;
+  // A story's severity is its worst part, so an error story is never ranked as a warning.
+  for (const auto& r : f.related) {
+    if (r.severity > f.severity) f.severity = r.severity;
+    if (f.test.empty() && !r.test.empty()) f.test = r.test;
+  }
+  f.summary += story_tail(f);
+}
+
+std::string story_tail(const Finding& f) {
+  std::string tail;
+  // The story in one line: the first clause of each kind, then how many more.
+  std::set<Kind> told;
+  size_t untold = 0;
+  for (const auto& r : f.related) {
+    if (r.kind == Kind::ProxyInSysModules && f.kind == Kind::SysModulesReplaced) continue;
+    if (!r.brief.empty() && told.insert(r.kind).second) tail += "; " + r.brief;
+    else ++untold;
+  }
+  if (untold) tail += "; +" + std::to_string(untold) + " more related";
+  return tail;
 }
 
 }  // namespace diff

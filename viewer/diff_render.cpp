@@ -2,6 +2,7 @@
 // (imptrace.diff/1) and markdown (capped in size), plus the `diff` command itself.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -9,6 +10,10 @@
 
 #include "commands.h"
 #include "diff.h"
+#include "bundle.h"
+#include "diff_many.h"
+#include "redact.h"
+#include "trace_reader.h"
 
 namespace imptrace {
 namespace diff {
@@ -45,6 +50,9 @@ void text_finding(const Finding& f, std::ostream& out, bool color, const std::st
       << pad(kind_name(f.kind), 22) << " " << clean(f.module.empty() ? "-" : f.module) << "\n";
   std::string in = indent + std::string(label.size(), ' ') + "  ";
   out << in << clean(f.summary) << "\n";
+  if (f.support.known()) out << in << "support: " << support_text(f.support) << "\n";
+  if (f.story_support.known() && f.story_support.bad * f.support.bad_runs + f.story_support.good != f.support.bad * f.support.bad_runs + f.support.good)
+    out << in << "story support: " << support_text(f.story_support) << " (its best separating part)\n";
   if (!f.good.empty()) out << in << "good: " << clean(f.good) << "\n";
   if (!f.bad.empty()) out << in << "bad:  " << clean(f.bad) << "\n";
   for (size_t i = 0; i < f.where.size(); ++i)
@@ -52,10 +60,70 @@ void text_finding(const Finding& f, std::ostream& out, bool color, const std::st
   if (!f.test.empty()) out << in << "test: " << clean(f.test) << "\n";
   if (f.tests.size() > 1) out << in << "in " << f.tests.size() << " tests\n";
   if (!f.process.empty()) out << in << "process: " << clean(f.process) << "\n";
+  for (size_t i = 0; i < f.evidence.size(); ++i)
+    out << in << (i == 0 ? "order: " : "       ") << clean(f.evidence[i]) << "\n";
+  if (!f.example.empty()) out << in << "text from: " << clean(f.example) << "\n";
 }
 
-void run_json(JsonWriter& w, const RunSummary& s) {
+void support_json(JsonWriter& w, const char* key, const Support& s) {
+  w.key(key);
   w.begin_object();
+  w.key("good");
+  w.begin_array();
+  w.value(s.good);
+  w.value(s.good_runs);
+  w.end_array();
+  w.key("bad");
+  w.begin_array();
+  w.value(s.bad);
+  w.value(s.bad_runs);
+  w.end_array();
+  w.end_object();
+}
+
+void events_json(JsonWriter& w, const char* key, const std::vector<Finding::RunEvent>& es) {
+  w.object_array(key, es, [&](const Finding::RunEvent& e) {
+    w.field("run", e.run);
+    w.field("happened", e.happened);
+    w.field_or_null("test", e.test);
+    w.field_or_null("relative", e.relative);
+  });
+}
+
+void runs_json(JsonWriter& w, const std::vector<RunInfo>& runs) {
+  w.object_array("runs", runs, [&](const RunInfo& r) {
+    w.field("path", r.path);
+    w.field("processes", r.processes);
+    w.field("imports", r.imports);
+    w.field("failed", r.failed);
+    w.field("outcome_source", r.outcome_source);
+    w.field("outcome", r.outcome);
+    w.field_or_null("first_failing_test", r.first_failing_test);
+  });
+}
+
+// The runs of a many-run diff, one line each, with their outcomes and where they came from.
+void runs_text(const Result& r, std::ostream& out) {
+  for (int side = 0; side < 2; ++side) {
+    const auto& runs = side == 0 ? r.bad_runs : r.good_runs;
+    out << (side == 0 ? "failing runs (--bad):\n" : "passing runs (--good):\n");
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const RunInfo& x = runs[i];
+      out << "  " << pad(std::to_string(i + 1) + ".", 4) << clean(x.path) << ": " << x.processes << " process"
+          << (x.processes == 1 ? "" : "es") << ", " << x.imports << " imports; "
+          << (x.outcome_source == "junit" ? "junit: " : x.outcome_source == "exit_status" ? "exit status: " : "outcome ")
+          << clean(x.outcome);
+      if (!x.first_failing_test.empty()) out << "; first failing test " << clean(x.first_failing_test);
+      out << "\n";
+    }
+  }
+}
+
+void runs_json(JsonWriter& w, const std::vector<RunInfo>& runs);
+
+void run_json(JsonWriter& w, const RunSummary& s, const std::vector<RunInfo>* runs = nullptr) {
+  w.begin_object();
+  if (runs) runs_json(w, *runs);
   w.string_array("paths", s.paths);
   w.field("imports", s.imports);
   w.object_array("processes", s.processes, [&](const ProcessSummary& p) {
@@ -84,6 +152,17 @@ void finding_json(JsonWriter& w, const Finding& f, bool with_related) {
   w.field_or_null("test", f.test);
   w.string_array("tests", f.tests);
   w.field_or_null("process", f.process);
+  if (f.support.known()) support_json(w, "support", f.support);
+  if (f.story_support.known()) support_json(w, "story_support", f.story_support);
+  if (!f.evidence.empty() || !f.bad_events.empty()) {
+    w.key("evidence");
+    w.begin_object();
+    w.string_array("text", f.evidence);
+    events_json(w, "bad", f.bad_events);
+    events_json(w, "good", f.good_events);
+    w.end_object();
+  }
+  if (!f.example.empty()) w.field("example", f.example);
   if (with_related) {
     w.key("related");
     w.begin_array();
@@ -128,12 +207,21 @@ void write_text(const Result& r, std::ostream& out, bool color) {
   for (const auto& f : r.findings) {
     (f.severity == Severity::Error ? e : f.severity == Severity::Warning ? w : i)++;
   }
-  out << "imptrace diff: good " << r.good.processes.size() << " process"
-      << (r.good.processes.size() == 1 ? "" : "es") << " / " << r.good.imports << " imports, bad "
-      << r.bad.processes.size() << " process" << (r.bad.processes.size() == 1 ? "" : "es")
-      << " / " << r.bad.imports << " imports\n";
-  out << r.findings.size() << " finding" << (r.findings.size() == 1 ? "" : "s") << " (" << e
-      << " error, " << w << " warning, " << i << " info), most likely root cause first\n\n";
+  if (r.many) {
+    out << "imptrace diff: " << r.bad_runs.size() << " failing run" << (r.bad_runs.size() == 1 ? "" : "s") << " / "
+        << r.bad.imports << " imports, " << r.good_runs.size() << " passing run" << (r.good_runs.size() == 1 ? "" : "s")
+        << " / " << r.good.imports << " imports\n";
+    runs_text(r, out);
+    out << r.findings.size() << " finding" << (r.findings.size() == 1 ? "" : "s") << " (" << e << " error, " << w
+        << " warning, " << i << " info), what separates the failing runs from the passing ones first\n\n";
+  } else {
+    out << "imptrace diff: good " << r.good.processes.size() << " process"
+        << (r.good.processes.size() == 1 ? "" : "es") << " / " << r.good.imports << " imports, bad "
+        << r.bad.processes.size() << " process" << (r.bad.processes.size() == 1 ? "" : "es")
+        << " / " << r.bad.imports << " imports\n";
+    out << r.findings.size() << " finding" << (r.findings.size() == 1 ? "" : "s") << " (" << e
+        << " error, " << w << " warning, " << i << " info), most likely root cause first\n\n";
+  }
   size_t n = 0;
   for (const auto& f : r.findings) {
     std::string label = pad(std::to_string(++n) + ".", 4);
@@ -173,9 +261,9 @@ void write_json(const Result& r, std::ostream& out, bool pretty) {
   w.begin_object();
   w.field("schema", "imptrace.diff/1");
   w.key("good");
-  run_json(w, r.good);
+  run_json(w, r.good, r.many ? &r.good_runs : nullptr);
   w.key("bad");
-  run_json(w, r.bad);
+  run_json(w, r.bad, r.many ? &r.bad_runs : nullptr);
   w.string_array("warnings", r.input_warnings);
   w.key("findings");
   w.begin_array();
@@ -228,10 +316,21 @@ static std::string markdown_headline_counts(const Result& r) {
 void write_markdown(const Result& r, std::ostream& out, size_t max_bytes) {
   std::string doc;
   doc += "## imptrace diff\n\n";
-  doc += "good: " + std::to_string(r.good.processes.size()) + " process(es), " +
-         std::to_string(r.good.imports) + " imports; bad: " +
-         std::to_string(r.bad.processes.size()) + " process(es), " +
-         std::to_string(r.bad.imports) + " imports. " + markdown_headline_counts(r) + "\n\n";
+  if (r.many) {
+    doc += std::to_string(r.bad_runs.size()) + " failing run(s), " + std::to_string(r.bad.imports) + " imports; " +
+           std::to_string(r.good_runs.size()) + " passing run(s), " + std::to_string(r.good.imports) + " imports. " +
+           markdown_headline_counts(r) + " Ranked by how well they separate the failing runs from the passing ones.\n\n";
+    std::ostringstream runs;
+    runs_text(r, runs);
+    std::string rt = runs.str();
+    if (rt.size() > 6000) rt = rt.substr(0, 6000) + "... (cut)\n";
+    doc += "<details><summary>runs and their outcomes</summary>\n\n```\n" + md_code(rt) + "```\n\n</details>\n\n";
+  } else {
+    doc += "good: " + std::to_string(r.good.processes.size()) + " process(es), " +
+           std::to_string(r.good.imports) + " imports; bad: " +
+           std::to_string(r.bad.processes.size()) + " process(es), " +
+           std::to_string(r.bad.imports) + " imports. " + markdown_headline_counts(r) + "\n\n";
+  }
   for (const auto& w : r.input_warnings) doc += "> **Note:** " + w + "\n";
   if (!r.input_warnings.empty()) doc += "\n";
   const std::string reserve_note =
@@ -240,13 +339,16 @@ void write_markdown(const Result& r, std::ostream& out, size_t max_bytes) {
   const size_t budget = max_bytes > reserve_note.size() + 64 ? max_bytes - reserve_note.size() - 64 : 0;
 
   // Summary table rows first, then details; both count against the budget.
-  std::string table = "| # | severity | kind | module | summary |\n|---|---|---|---|---|\n";
+  std::string table = r.many ? "| # | severity | kind | module | support | summary |\n|---|---|---|---|---|---|\n"
+                             : "| # | severity | kind | module | summary |\n|---|---|---|---|---|\n";
   std::vector<std::string> rows, details;
   size_t n = 0;
   for (const auto& f : r.findings) {
     ++n;
     rows.push_back("| " + std::to_string(n) + " | " + severity_name(f.severity) + " | " + kind_name(f.kind) +
-                   " | " + md_cell(f.module, 80) + " | " + md_cell(f.summary) + " |\n");
+                   " | " + md_cell(f.module, 80) + " | " +
+                   (r.many ? md_cell(support_text(f.support), 120) + " | " : std::string()) + md_cell(f.summary) +
+                   " |\n");
     std::ostringstream d;
     d << "<details><summary>" << n << ". " << severity_name(f.severity) << " " << kind_name(f.kind) << ": "
       << md_cell(f.module, 80) << "</summary>\n\n```\n";
@@ -360,16 +462,93 @@ RunsDiff diff_command_runs(const ParsedArgs& a) {
   return d;
 }
 
+namespace {
+const std::vector<std::string> kSides = {"--good", "--bad"};
+}  // namespace
+
+bool many_runs_form(const ParsedArgs& a) { return a.has("--good") || a.has("--bad"); }
+
+namespace {
+
+// A bundle holding several runs stands for each of them (BUNDLE#RUN): on a side of the
+// many-run diff, `pack fail1 fail2 fail3` is three failing runs.
+std::vector<std::string> expand_bundles(const std::vector<std::string>& paths) {
+  std::vector<std::string> out;
+  for (const auto& path : paths) {
+    std::vector<std::string> runs;
+    std::string why;
+    if (path.find('#') == std::string::npos && bundle::is_gzip_file(path))
+      bundle::read_file(path, [&](bundle::Member& m, std::string&) {
+        if (std::find(runs.begin(), runs.end(), m.run) == runs.end()) runs.push_back(m.run);
+        return true;
+      }, why);  // an unreadable bundle is reported when the run is read
+    bool named = runs.size() > 1 && std::find(runs.begin(), runs.end(), std::string()) == runs.end();
+    if (!named) {
+      out.push_back(path);
+      continue;
+    }
+    for (const auto& r : runs) out.push_back(path + "#" + r);
+  }
+  return out;
+}
+
+}  // namespace
+
+ManyRunsDiff diff_command_many(const ParsedArgs& a, bool html) {
+  std::vector<std::string> good = expand_bundles(a.after("--good", kSides)),
+                           bad = expand_bundles(a.after("--bad", kSides));
+  if (!a.after("", kSides).empty())
+    throw UsageError("with --good and --bad every RUN follows one of them: --good RUN... --bad RUN...");
+  if (good.empty() || bad.empty()) throw UsageError("--good RUN... --bad RUN... needs at least one run on each side");
+  diff::Options opts = parse_diff_options(a);
+  ManyRunsDiff d;
+  if (a.has("--redact")) d.names = std::make_shared<redact::Redactor>(html);
+  auto load = [&](const std::string& path, std::vector<model::Process>& out, bool again) {
+    load_run_into(path, out, !again);
+    if (!again && d.names)
+      for (const auto& p : out) d.names->learn_process(p);
+  };
+  d.result = diff::diff_many_runs(good, bad, load, opts);
+  // The engine's own warnings (a run whose outcome contradicts its side, unreadable junit
+  // XML) go where the loads' went.
+  std::vector<std::string> own = std::move(d.result.input_warnings);
+  for (const auto& w : own) std::cerr << "imptrace: " << w << "\n";
+  d.result.input_warnings = input_warnings();
+  d.result.input_warnings.insert(d.result.input_warnings.end(), own.begin(), own.end());
+  return d;
+}
+
+std::string ManyRunsDiff::finish(const std::string& text) const {
+  if (!names) return text;
+  names->learn(text);
+  names->learn_local_machine();
+  return names->apply(text);
+}
+
 int run_diff(const std::vector<std::string>& args) {
   ParsedArgs a = parse_args(args, {"--format", "--slower-threshold", "--slower-min-ms", "--context", "--color"},
-                            {"--fail-on-slower", "--pretty", "--redact"});
-  if (a.positional.size() != 2) throw UsageError("diff needs GOOD BAD (each a trace file, a directory or a bundle)");
+                            {"--fail-on-slower", "--pretty", "--redact", "--good", "--bad"});
+  bool many = many_runs_form(a);
+  if (!many && a.positional.size() != 2)
+    throw UsageError("diff needs GOOD BAD, or --good RUN... --bad RUN... (each a trace file, a directory or a bundle)");
   std::string format = a.get("--format", "text");
   if (format != "text" && format != "json" && format != "markdown" && format != "md")
     throw UsageError("unknown diff format '" + format + "' (text, json or markdown)");
   std::string color = a.get("--color", "auto");
   if (color != "auto" && color != "always" && color != "never")
     throw UsageError("--color wants auto, always or never");
+  auto render = [&](const diff::Result& r, std::ostream& out) {
+    if (format == "json") diff::write_json(r, out, a.has("--pretty"));
+    else if (format == "markdown" || format == "md") diff::write_markdown(r, out);
+    else diff::write_text(r, out, color == "always" || (color == "auto" && colour_terminal()));
+  };
+  if (many) {
+    const ManyRunsDiff d = diff_command_many(a, false);
+    std::ostringstream text;
+    render(d.result, text);
+    std::cout << d.finish(text.str());
+    return d.result.exit_status();
+  }
   const RunsDiff d = diff_command_runs(a);
   const auto& good = *d.good;
   const auto& bad = *d.bad;

@@ -54,20 +54,32 @@ std::vector<CommandHelp> build() {
        "Trace Event JSON that Perfetto and chrome://tracing open.",
        {{"--format json|chrome", "imptrace.export/1 (default) or Trace Event JSON"}, pretty, redact, help},
        "0 success, 2 usage or input error."},
-      {"diff", "GOOD BAD [options]", "a passing and a failing run side by side",
+      {"diff", "GOOD BAD [options] | --good RUN... --bad RUN... [options]", "passing and failing runs side by side",
        "A passing (GOOD) and a failing (BAD) run side by side, most likely root cause first.\n"
-       "Timing findings (import_slower) are info unless --fail-on-slower.",
-       {{"--format text|json|markdown", "text (default), imptrace.diff/1 JSON, or markdown for an issue (under 60 KB)"},
+       "Timing findings (import_slower) are info unless --fail-on-slower.\n"
+       "With --good RUN... --bad RUN..., many runs at once: findings ranked by how well they\n"
+       "separate the failing runs from the passing ones (in every failing run and no passing\n"
+       "run first), each with its support (bad 3/3, good 0/3); for the top stories, which test\n"
+       "was running when it happened in each run, relative to the first failing test. Test\n"
+       "outcomes come from junit XML in the run's directory (pytest --junitxml), else from\n"
+       "the exit status; the output says which.",
+       {{"--good RUN...", "passing runs, for the many-run diff (with --bad)"},
+        {"--bad RUN...", "failing runs, for the many-run diff (with --good)"},
+        {"--format text|json|markdown", "text (default), imptrace.diff/1 JSON, or markdown for an issue (under 60 KB)"},
         {"--color auto|always|never", "colour the text (auto: on a terminal, unless NO_COLOR is set or TERM=dumb)"},
         context, slower_threshold, slower_min, fail_on_slower, pretty, redact, help},
        kDiffExit},
-      {"report", "[RUN | GOOD BAD] -o FILE.html [options]", "one run, or a diff, as one self-contained HTML page",
+      {"report", "[RUN | GOOD BAD | --good RUN... --bad RUN...] -o FILE.html [options]",
+       "one run, or a diff, as one self-contained HTML page",
        "One run (RUN) as one self-contained HTML page: an import-time chart per process and\n"
        "thread (click to zoom, hover for details), the slowest and the failed imports, the\n"
        "anomalies with their why stories. Or the diff of GOOD and BAD (findings, first\n"
-       "divergence, both sides' charts with the modules named in findings marked). The\n"
-       "diff options apply to the two-run page only.",
+       "divergence, both sides' charts with the modules named in findings marked), or of\n"
+       "many runs (as diff --good --bad; the charts of the pair the top story is told from).\n"
+       "The diff options apply to the diff pages only.",
        {{"-o, --output FILE", "where the page goes (required); - writes it to stdout"},
+        {"--good RUN...", "passing runs, for the many-run page (with --bad)"},
+        {"--bad RUN...", "failing runs, for the many-run page (with --good)"},
         context, slower_threshold, slower_min, fail_on_slower, redact, help},
        kDiffExit},
       {"run", "[options] [--] CMD ARGS...", "run CMD under the tracer, one directory per run",

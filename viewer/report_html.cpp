@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "diff.h"
+#include "diff_many.h"
 #include "flame_html.h"
 
 namespace imptrace {
@@ -40,14 +41,19 @@ var n=r.nextElementSibling;while(n&&n.classList.contains('ev')){n.style.display=
 void finding_rows(const Finding& f, size_t n, std::ostream& out, bool related) {
   out << "<tr class=\"f\"><td>" << (related ? "&nbsp;&nbsp;&#8627;" : std::to_string(n)) << "</td><td class=\""
       << severity_name(f.severity) << "\">" << severity_name(f.severity) << "</td><td>" << escape(kind_name(f.kind))
-      << "</td><td>" << escape(f.module) << "</td><td>" << escape(f.summary) << "</td></tr>\n";
+      << "</td><td>" << escape(f.module) << "</td><td>" << escape(f.summary)
+      << (f.support.known() ? "<br><span class=\"muted\">support: " + escape(support_text(f.support)) + "</span>" : std::string())
+      << "</td></tr>\n";
   std::ostringstream ev;
+  if (f.story_support.known()) ev << "story support: " << support_text(f.story_support) << "\n";
   if (!f.good.empty()) ev << "good: " << f.good << "\n";
   if (!f.bad.empty()) ev << "bad:  " << f.bad << "\n";
   for (const auto& l : f.where) ev << "where: " << format_location(l) << "\n";
   if (!f.test.empty()) ev << "test: " << f.test << "\n";
   if (f.tests.size() > 1) ev << "in " << f.tests.size() << " tests\n";
   if (!f.process.empty()) ev << "process: " << f.process << "\n";
+  for (const auto& line : f.evidence) ev << "order: " << line << "\n";
+  if (!f.example.empty()) ev << "text from: " << f.example << "\n";
   out << "<tr class=\"ev\"><td></td><td colspan=\"4\"><pre>" << escape(ev.str()) << "</pre></td></tr>\n";
 }
 
@@ -59,11 +65,28 @@ void write_html(const Result& r, const std::vector<model::Process>& good,
          "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'\">"
          "<title>imptrace report</title><style>"
       << kStyle << html::kFlameStyle << "</style></head><body>\n";
-  out << "<h1>imptrace report</h1>\n<p>good: " << escape(r.good.paths.empty() ? "" : r.good.paths[0]) << " — "
-      << r.good.processes.size() << " process(es), " << r.good.imports << " imports<br>bad: "
-      << escape(r.bad.paths.empty() ? "" : r.bad.paths[0]) << " — " << r.bad.processes.size()
-      << " process(es), " << r.bad.imports << " imports<br><b>" << r.count(Severity::Warning)
-      << "</b> finding(s) at warning or above; most likely root cause first. Click a row for evidence.</p>\n";
+  if (r.many) {
+    out << "<h1>imptrace report</h1>\n<p>" << r.bad_runs.size() << " failing run(s), " << r.good_runs.size()
+        << " passing run(s). <b>" << r.count(Severity::Warning)
+        << "</b> finding(s) at warning or above; what separates the failing runs from the passing ones first. "
+           "Click a row for evidence.</p>\n<table><tr><th>side</th><th>run</th><th>imports</th><th>outcome</th>"
+           "<th>first failing test</th></tr>\n";
+    for (int side = 0; side < 2; ++side)
+      for (const auto& x : side == 0 ? r.bad_runs : r.good_runs)
+        out << "<tr><td>" << (side == 0 ? "failing" : "passing") << "</td><td>" << escape(x.path) << "</td><td>"
+            << x.imports << "</td><td>" << escape(x.outcome_source) << ": " << escape(x.outcome) << "</td><td>"
+            << escape(x.first_failing_test) << "</td></tr>\n";
+    out << "</table>\n";
+    if (!r.example_bad.empty())
+      out << "<p class=\"muted\">The why story and the charts below are of failing run " << escape(r.example_bad)
+          << " and passing run " << escape(r.example_good) << ".</p>\n";
+  } else {
+    out << "<h1>imptrace report</h1>\n<p>good: " << escape(r.good.paths.empty() ? "" : r.good.paths[0]) << " — "
+        << r.good.processes.size() << " process(es), " << r.good.imports << " imports<br>bad: "
+        << escape(r.bad.paths.empty() ? "" : r.bad.paths[0]) << " — " << r.bad.processes.size()
+        << " process(es), " << r.bad.imports << " imports<br><b>" << r.count(Severity::Warning)
+        << "</b> finding(s) at warning or above; most likely root cause first. Click a row for evidence.</p>\n";
+  }
 
   for (const auto& w : r.input_warnings) out << "<p class=\"note\"><b>Note:</b> " << escape(w) << "</p>\n";
   out << "<h2>Findings</h2>\n";
@@ -103,8 +126,8 @@ void write_html(const Result& r, const std::vector<model::Process>& good,
     hot.insert(f.module);
     for (const auto& rel : f.related) hot.insert(rel.module);
   }
-  out << "<h2>First divergence of the import sequence</h2>\n";
-  bool any = false;
+  if (!r.many) out << "<h2>First divergence of the import sequence</h2>\n";
+  bool any = r.many;
   for (const auto& p : r.pairs) {
     if (!p.divergence.diverges) continue;
     any = true;
@@ -148,11 +171,25 @@ void write_html(const Result& r, const std::vector<model::Process>& good,
 
 int run_report(const std::vector<std::string>& args) {
   ParsedArgs a = parse_args(args, {"-o", "--output", "--slower-threshold", "--slower-min-ms", "--context"},
-                            {"--fail-on-slower", "--redact"});
-  if (a.positional.empty() || a.positional.size() > 2)
-    throw UsageError("report needs RUN or GOOD BAD, and -o FILE.html");
+                            {"--fail-on-slower", "--redact", "--good", "--bad"});
+  bool many = many_runs_form(a);
+  if (!many && (a.positional.empty() || a.positional.size() > 2))
+    throw UsageError("report needs RUN, GOOD BAD or --good RUN... --bad RUN..., and -o FILE.html");
   std::string path = a.get("-o", a.get("--output", ""));
   if (path.empty()) throw UsageError("report needs -o FILE.html (or -o - for stdout)");
+  if (many) {
+    const ManyRunsDiff d = diff_command_many(a, true);
+    // The page draws the pair of runs the top story was told from, read once more.
+    static auto* pair = new std::vector<model::Process>[2];  // lives until exit, like every model
+    if (!d.result.example_good.empty()) {
+      load_run_into(d.result.example_good, pair[0], false);
+      load_run_into(d.result.example_bad, pair[1], false);
+    }
+    std::ostringstream page;
+    diff::write_html(d.result, pair[0], pair[1], page);
+    write_output_file(path, d.finish(page.str()), "report");
+    return d.result.exit_status();
+  }
   std::ostringstream html;
   int status = 0;
   std::vector<const std::vector<model::Process>*> shown;  // what --redact learns names from

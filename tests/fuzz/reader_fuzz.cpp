@@ -1,7 +1,7 @@
 // libFuzzer target for the viewer's trace reader (viewer/trace_reader.h): any byte string
 // is fed to parse_trace; whatever it accepts is then rendered by every read-only command
 // (show, tree with and without its options, export json/chrome, the one-run report) and
-// diffed against itself, so the model built from a hostile file is exercised too. Bytes
+// diffed against itself (two runs, and many), so the model built from a hostile file is exercised too. Bytes
 // that start with the gzip magic go through the bundle reader (bundle.h: gzip, tar, .pb.gz)
 // first, and every trace they hold is also redacted (redact.h) and read back. Must never
 // crash, hang, leak or trip ASan/UBSan.
@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "bundle.h"
 #include "diff.h"
+#include "diff_many.h"
 #include "redact.h"
 #include "trace_reader.h"
 
@@ -77,5 +78,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   imptrace::diff::Result r = imptrace::diff::diff_runs(procs, procs);
   imptrace::diff::write_json(r, out);
   imptrace::diff::write_text(r, out, false);
+  // The many-run diff: the same run on both sides, and against an empty run.
+  auto load = [&](const std::string& path, std::vector<imptrace::model::Process>& into, bool) {
+    if (path == "fuzz") into = procs;
+    else into.clear();
+  };
+  imptrace::diff::Result many = imptrace::diff::diff_many_runs({"fuzz", "empty"}, {"fuzz"}, load);
+  imptrace::diff::write_json(many, out);
+  imptrace::diff::write_markdown(many, out);
   return 0;
 }

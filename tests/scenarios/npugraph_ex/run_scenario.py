@@ -3,7 +3,8 @@
 shared/seed/npugraph_ex-smoke-failure.txt).
 
     run_scenario.py --build good|bad --workdir DIR [--runner auto|pytest|unittest]
-                    [--python EXE] [--xdist N] [--env KEY=VALUE ...] [-- EXTRA...]
+                    [--python EXE] [--xdist N] [--tests PATH ...] [--env KEY=VALUE ...]
+                    [-- EXTRA...]
 
 Layout made under DIR (removed and made anew on every run, so no state such as
 __pycache__ carries over from a previous run or build):
@@ -18,6 +19,7 @@ __pycache__ carries over from a previous run or build):
 Then, in DIR/workspace/torchair/npugraph_ex, with
 PYTHONPATH=DIR/site-packages:DIR/workspace/torchair, it runs
     EXE -m pytest tests/smoke/stream_test.py -p no:cacheprovider [-p xdist -n N] EXTRA
+    (--tests PATH...: those tests, in that order, instead of tests/smoke/stream_test.py)
 or  EXE -m unittest discover -s tests/smoke -t tests/smoke -p *_test.py -v EXTRA
 The test process inherits this process's environment (so an LD_PRELOAD set by
 the caller applies to it) plus any --env settings, which apply to the test
@@ -75,9 +77,9 @@ def has_pytest(python):
     return probe.returncode == 0
 
 
-def test_command(python, runner, xdist, extra):
+def test_command(python, runner, xdist, extra, tests=None):
     if runner == "pytest":
-        cmd = [python, "-m", "pytest", "tests/smoke/stream_test.py",
+        cmd = [python, "-m", "pytest"] + list(tests or ["tests/smoke/stream_test.py"]) + [
                "-p", "no:cacheprovider"]
         if xdist:
             cmd += ["-p", "xdist", "-n", str(xdist)]
@@ -109,6 +111,10 @@ def parse_args(argv):
                     help="interpreter running the tests (default: this one)")
     ap.add_argument("--xdist", type=int, default=0, metavar="N",
                     help="pytest only: run with pytest-xdist, N workers")
+    ap.add_argument("--tests", action="append", default=[], metavar="PATH",
+                    help="pytest only: run these test files or node ids, in this order, "
+                         "instead of tests/smoke/stream_test.py (repeatable; "
+                         "tests/order holds the order-dependent variant)")
     ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                     help="set a variable for the test process only (repeatable)")
     args = ap.parse_args(argv)
@@ -117,6 +123,8 @@ def parse_args(argv):
         args.runner = "pytest" if has_pytest(args.python) else "unittest"
     if args.xdist and args.runner != "pytest":
         ap.error("--xdist needs --runner pytest")
+    if args.tests and args.runner != "pytest":
+        ap.error("--tests needs --runner pytest")
     for item in args.env:
         if "=" not in item or item.startswith("="):
             ap.error("--env wants KEY=VALUE, got %r" % item)
@@ -136,7 +144,7 @@ def main(argv):
         key, value = item.split("=", 1)
         env[key] = value
 
-    cmd = test_command(args.python, args.runner, args.xdist, args.extra)
+    cmd = test_command(args.python, args.runner, args.xdist, args.extra, args.tests)
     sys.stderr.write("run_scenario: build=%s runner=%s cwd=%s\n"
                      "run_scenario: PYTHONPATH=%s\nrun_scenario: %s\n"
                      % (args.build, args.runner, project, env["PYTHONPATH"],

@@ -1,0 +1,209 @@
+// The many-run diff (diff_many.h) on hand-built runs (diff_runs.h): ranking by separation,
+// support, stories, partial findings, noise; and the test outcomes it reads
+// (test_outcomes.h): junit XML, node ids, exit statuses.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <sstream>
+
+#include "commands.h"
+#include "diff_many.h"
+#include "diff_runs.h"
+#include "test_outcomes.h"
+
+namespace imptrace {
+namespace {
+
+using diff::Finding;
+using diff::Severity;
+using testing::npugraph_fill;
+using testing::npugraph_run;
+using testing::RunBuilder;
+using testing::Variation;
+
+Variation machine(int i) {
+  Variation v;
+  v.pid = 1000 + 37 * i;
+  v.id_base = 0x7f0000000000ull + 0x1000000ull * i;
+  v.workspace = "/home/ci/build-" + std::to_string(i) + "/torchair";
+  v.site = i % 2 ? "/usr/local/lib/python3.10/dist-packages" : "/opt/py/lib/python3.10/site-packages";
+  v.t0 = 1000 + 77 * i;
+  v.threads_swapped = i % 2;
+  return v;
+}
+
+// Runs held in memory, handed to the engine by name as a loader reads them from disk.
+struct Runs {
+  std::map<std::string, std::vector<model::Process>> by_path;
+  std::vector<std::string> good, bad;
+  size_t loads = 0;
+  void add(bool bad_side, model::Process p) {
+    std::string path = (bad_side ? "bad" : "good") + std::to_string(by_path.size());
+    by_path[path].push_back(std::move(p));
+    (bad_side ? bad : good).push_back(path);
+  }
+  diff::Result diff() {
+    return diff::diff_many_runs(good, bad, [this](const std::string& path, std::vector<model::Process>& out, bool) {
+      ++loads;
+      out = by_path.at(path);
+    });
+  }
+};
+
+std::string text(const diff::Result& r) {
+  std::ostringstream s;
+  diff::write_text(r, s, false);
+  return s.str();
+}
+
+TEST(DiffMany, StoryInEveryFailingRunAndNoPassingRunComesFirst) {
+  Runs runs;
+  for (int i = 0; i < 3; ++i) runs.add(false, npugraph_run(false, machine(i)));
+  for (int i = 3; i < 6; ++i) runs.add(true, npugraph_run(true, machine(i)));
+  diff::Result r = runs.diff();
+  ASSERT_FALSE(r.findings.empty()) << text(r);
+  const Finding& top = r.findings[0];
+  EXPECT_EQ(top.kind, "sys_modules_replaced");
+  EXPECT_EQ(top.module, "npugraph_ex");
+  EXPECT_EQ(top.support.bad, 3u);
+  EXPECT_EQ(top.support.bad_runs, 3u);
+  EXPECT_EQ(top.support.good, 0u);
+  EXPECT_EQ(top.support.good_runs, 3u);
+  EXPECT_EQ(diff::support_text(top.support), "bad 3/3, good 0/3");
+  bool failed_lookup = false;
+  for (const auto& rel : top.related) failed_lookup |= rel.kind == "proxy_forward_failed";
+  EXPECT_TRUE(failed_lookup) << text(r);
+  EXPECT_EQ(r.exit_status(), 1);
+  EXPECT_FALSE(top.evidence.empty());
+  EXPECT_NE(top.evidence[0].find("in 3/3 failing runs sys.modules['npugraph_ex'] was replaced"), std::string::npos)
+      << top.evidence[0];
+  // Every run read once, then the pair the top story is told from once more: streamed.
+  EXPECT_EQ(runs.loads, 6u + 2u);
+  // Every other finding separates less, or as much with fewer runs.
+  for (size_t i = 1; i < r.findings.size(); ++i) EXPECT_LE(r.findings[i].support.bad, 3u);
+}
+
+TEST(DiffMany, PartialFindingRanksBelowAndSaysSo) {
+  Runs runs;
+  for (int i = 0; i < 3; ++i) runs.add(false, npugraph_run(false, machine(i)));
+  for (int i = 3; i < 6; ++i) {
+    RunBuilder b(machine(i));
+    npugraph_fill(b, true, machine(i));
+    if (i == 5) b.failed_import("flaky_plugin", 700, "ModuleNotFoundError", "No module named 'flaky_plugin'");
+    runs.add(true, b.process());
+  }
+  diff::Result r = runs.diff();
+  size_t story = r.findings.size(), partial = r.findings.size();
+  for (size_t i = 0; i < r.findings.size(); ++i) {
+    if (r.findings[i].module == "npugraph_ex") story = i;
+    if (r.findings[i].module == "flaky_plugin") partial = i;
+  }
+  ASSERT_LT(story, r.findings.size()) << text(r);
+  ASSERT_LT(partial, r.findings.size()) << text(r);
+  EXPECT_LT(story, partial);
+  const Finding& f = r.findings[partial];
+  EXPECT_EQ(f.kind, "import_failed");
+  EXPECT_EQ(f.support.bad, 1u);
+  EXPECT_NE(f.summary.find("[in 1 of 3 failing runs only]"), std::string::npos) << f.summary;
+  EXPECT_NE(diff::support_text(f.support).find("not in every failing run"), std::string::npos);
+  // Present in a third of the failing runs: not what separates them.
+  EXPECT_EQ(f.severity, Severity::Info);
+}
+
+TEST(DiffMany, PartialButSeparatingKeepsItsSeverity) {
+  Runs runs;
+  for (int i = 0; i < 3; ++i) runs.add(false, npugraph_run(false, machine(i)));
+  for (int i = 3; i < 6; ++i) runs.add(true, npugraph_run(i != 5, machine(i)));
+  diff::Result r = runs.diff();
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].module, "npugraph_ex");
+  EXPECT_EQ(r.findings[0].support.bad, 2u);
+  EXPECT_EQ(r.findings[0].severity, Severity::Error);
+  EXPECT_NE(r.findings[0].summary.find("[in 2 of 3 failing runs only]"), std::string::npos);
+}
+
+TEST(DiffMany, SameBuildOnBothSidesIsClean) {
+  Runs runs;
+  for (int i = 0; i < 3; ++i) runs.add(false, npugraph_run(false, machine(i)));
+  for (int i = 3; i < 6; ++i) runs.add(true, npugraph_run(false, machine(i)));
+  diff::Result r = runs.diff();
+  EXPECT_EQ(r.exit_status(), 0) << text(r);
+  EXPECT_TRUE(r.findings.empty()) << text(r);
+}
+
+TEST(DiffMany, SeenAsOftenInPassingRunsIsNoise) {
+  // The replacement in one of two runs on each side: no separation, at most info.
+  Runs runs;
+  runs.add(false, npugraph_run(false, machine(0)));
+  runs.add(false, npugraph_run(true, machine(1)));
+  runs.add(true, npugraph_run(false, machine(2)));
+  runs.add(true, npugraph_run(true, machine(3)));
+  diff::Result r = runs.diff();
+  EXPECT_EQ(r.exit_status(), 0) << text(r);
+}
+
+TEST(DiffMany, OutcomeFromTheExitStatusAndASideThatContradictsIt) {
+  Runs runs;
+  runs.add(false, npugraph_run(false, machine(0)));
+  RunBuilder b(machine(1));
+  npugraph_fill(b, true, machine(1));
+  b.end(testing::F::ProcessEnd::EXIT, 1);
+  runs.add(true, b.process());
+  runs.add(true, npugraph_run(true, machine(2)));  // exits 0: given as failing, it passed
+  diff::Result r = runs.diff();
+  ASSERT_EQ(r.bad_runs.size(), 2u);
+  EXPECT_EQ(r.bad_runs[0].outcome_source, "exit_status");
+  EXPECT_TRUE(r.bad_runs[0].failed);
+  EXPECT_FALSE(r.bad_runs[1].failed);
+  bool said = false;
+  for (const auto& w : r.input_warnings) said |= w.find("given as a failing run, but it passed") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
+TEST(TestOutcomes, JunitCasesInOrderWithFailuresAndErrors) {
+  const std::string xml = R"(<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" errors="1" failures="1">
+<testcase classname="tests.order.backend_test" name="test_npu_backend_registered" time="0.1" />
+<testcase classname="tests.order.stream_test.StreamTest" name="test_a" time="0.0"><failure message="AttributeError: x &amp; y">tb</failure></testcase>
+<testcase classname="tests.order.stream_test.StreamTest" name="test_b[a::b]" time="0.0"><error message="e">tb</error></testcase>
+<testcase classname="t" name="test_skip"><skipped message="no" /></testcase>
+</testsuite></testsuites>)";
+  std::vector<outcomes::TestCase> cases;
+  ASSERT_TRUE(outcomes::parse_junit(xml, cases));
+  ASSERT_EQ(cases.size(), 4u);
+  EXPECT_EQ(cases[0].key, "tests.order.backend_test::test_npu_backend_registered");
+  EXPECT_FALSE(cases[0].failed);
+  EXPECT_TRUE(cases[1].failed);
+  EXPECT_TRUE(cases[2].failed);
+  EXPECT_EQ(cases[2].key, "tests.order.stream_test.StreamTest::test_b[a::b]");
+  EXPECT_TRUE(cases[3].skipped);
+  EXPECT_FALSE(outcomes::parse_junit("<testsuite></testsuite>", cases = {}));
+}
+
+TEST(TestOutcomes, NodeIdsAsJunitNamesThem) {
+  EXPECT_EQ(outcomes::junit_key("tests/order/stream_test.py::StreamTest::test_a (call)"),
+            "tests.order.stream_test.StreamTest::test_a");
+  EXPECT_EQ(outcomes::junit_key("tests/order/backend_test.py::test_x"), "tests.order.backend_test::test_x");
+  EXPECT_EQ(outcomes::junit_key("t.py::A::B::test_p[x::y]"), "t.A.B::test_p[x::y]");
+  EXPECT_EQ(outcomes::node_id_of("a.py::t (setup)"), "a.py::t");
+}
+
+}  // namespace
+}  // namespace imptrace
+
+namespace imptrace {
+namespace {
+
+TEST(DiffManyArgs, RunsFollowTheirSideWhateverOptionsComeBetween) {
+  ParsedArgs a = parse_args({"--good", "g1", "g2", "--format", "json", "g3", "--bad", "b1", "--pretty", "b2"},
+                            {"--format"}, {"--good", "--bad", "--pretty"});
+  const std::vector<std::string> sides = {"--good", "--bad"};
+  EXPECT_EQ(a.after("--good", sides), (std::vector<std::string>{"g1", "g2", "g3"}));
+  EXPECT_EQ(a.after("--bad", sides), (std::vector<std::string>{"b1", "b2"}));
+  EXPECT_TRUE(a.after("", sides).empty());
+  EXPECT_EQ(a.get("--format", ""), "json");
+  ParsedArgs loose = parse_args({"x", "--good", "g"}, {}, {"--good", "--bad"});
+  EXPECT_EQ(loose.after("", sides), (std::vector<std::string>{"x"}));
+}
+
+}  // namespace
+}  // namespace imptrace

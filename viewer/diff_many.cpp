@@ -1,0 +1,953 @@
+// The many-run diff (diff_many.h): fact keys per run, streamed; support per fact; findings
+// ranked by separation and grouped into stories; the top stories told by the two-run diff
+// of one failing and one passing run, with the test-order evidence of every run.
+#include "diff_many.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "commands.h"
+#include "diff_compare.h"
+#include "failure_reporting.h"
+#include "import_time.h"
+#include "proxy_decision.h"
+#include "test_outcomes.h"
+
+namespace imptrace {
+namespace diff {
+
+std::string support_text(const Support& s) {
+  std::string t = "bad " + std::to_string(s.bad) + "/" + std::to_string(s.bad_runs) + ", good " +
+                  std::to_string(s.good) + "/" + std::to_string(s.good_runs);
+  bool bad_side = s.bad * s.good_runs >= s.good * s.bad_runs;
+  if (bad_side) {
+    if (s.bad < s.bad_runs) t += " (not in every failing run)";
+    if (s.good) t += " (also in " + std::to_string(s.good) + " passing run" + (s.good == 1 ? ")" : "s)");
+  } else {
+    t += " (more often in passing runs)";
+  }
+  return t;
+}
+
+namespace {
+
+// What a fact key is a hash of: the family, then what the two-run comparison compares.
+enum class Family : uint64_t { History = 1, Binding, Access, Failed, Present, Origin, Loader, Duplicate, End };
+
+// A fact as first seen (the text of that run), and in how many runs of each set.
+struct FactInfo {
+  Family family = Family::History;
+  Kind kind = Kind::SysModulesReplaced;
+  Severity severity = Severity::Info;
+  std::string module, story, summary, brief, detail, test, process;
+  std::string name, value;  // Present/Origin/Loader/Failed: the module name; origin or loader
+  std::vector<Location> where;
+  uint64_t order = UINT64_MAX;
+  uint32_t bad = 0, good = 0;
+  std::string subject;  // the event in a sentence: "sys.modules['x'] was replaced"
+};
+
+struct Event {
+  uint64_t time = 0;  // monotonic, comparable across the run's processes
+  std::string test;   // node id, "" none
+};
+
+struct RunFacts {
+  RunInfo info;
+  outcomes::RunOutcome outcome;
+  std::vector<uint64_t> keys;  // sorted
+  std::unordered_map<uint64_t, Event> events;  // anomalies only: the first occurrence
+  std::vector<std::pair<std::string, uint64_t>> tests;  // node ids by their first record, in time order
+  // By junit key (test_outcomes.h): where each test ran (the junit order when there is
+  // one, else the trace's) and the time of its first record.
+  std::unordered_map<std::string, int> position;
+  std::unordered_map<std::string, uint64_t> first_record;
+  bool has(uint64_t key) const { return std::binary_search(keys.begin(), keys.end(), key); }
+};
+
+uint64_t fact_key(Family f, std::string_view a, uint64_t b = 0) {
+  return mix(mix(static_cast<uint64_t>(f) * 0x9e3779b97f4a7c15ull, hash_text(a)), b);
+}
+
+class Collector {
+ public:
+  Collector(std::unordered_map<uint64_t, FactInfo>& facts, RunFacts& run, bool bad)
+      : facts_(facts), run_(run), bad_(bad) {}
+
+  // Marks `key` seen in this run; returns the fact to describe when it is new anywhere.
+  // (One table lookup per call: the run's keys are counted once, deduplicated, at finish.)
+  FactInfo* see(uint64_t key) {
+    keys_.push_back(key);
+    if (facts_.size() + 64 > facts_.bucket_count() * facts_.max_load_factor())
+      facts_.reserve(2 * facts_.size() + 1024);
+    auto ins = facts_.try_emplace(key);
+    return ins.second ? &ins.first->second : nullptr;
+  }
+  void event(uint64_t key, uint64_t time, const std::string& test) {
+    auto ins = run_.events.emplace(key, Event{time, outcomes::node_id_of(test)});
+    if (!ins.second && time < ins.first->second.time) ins.first->second = Event{time, outcomes::node_id_of(test)};
+  }
+  void finish() {
+    std::sort(keys_.begin(), keys_.end());
+    keys_.erase(std::unique(keys_.begin(), keys_.end()), keys_.end());
+    for (uint64_t k : keys_) {
+      FactInfo& f = facts_.find(k)->second;
+      (bad_ ? f.bad : f.good)++;
+    }
+    run_.keys = std::move(keys_);
+  }
+
+ private:
+  std::unordered_map<uint64_t, FactInfo>& facts_;
+  RunFacts& run_;
+  bool bad_;
+  std::vector<uint64_t> keys_;
+};
+
+bool ordinary(const KeyHistory& h) {
+  if (h.entries.size() != 1 || h.has_proxy) return false;
+  const KeyEntry& e = h.entries[0];
+  return (e.via_import || e.before_trace) && !e.removed && e.reloads.empty() && e.class_changes.empty() &&
+         !model::is_import_blocker(*e.object);
+}
+
+// The entry that makes a history worth a fact: the first one put there by assignment, else
+// the second entry, else the first.
+size_t change_of(const KeyHistory& h) {
+  for (size_t i = 0; i < h.entries.size(); ++i)
+    if (!h.entries[i].via_import && !h.entries[i].before_trace) return i;
+  return h.entries.size() > 1 ? 1 : 0;
+}
+
+void history_facts(const ProcFacts& f, Collector& c) {
+  const Process& p = *f.p;
+  for (size_t pos = 0; pos < f.history->size(); ++pos) {
+    const KeyHistory& h = f.history->history(pos);
+    if (ordinary(h)) continue;
+    std::string_view name = f.history->key(pos);
+    uint64_t key = fact_key(Family::History, name, f.key_sig[pos]);
+    const KeyEntry& e = h.entries[change_of(h)];
+    uint64_t time = e.time_ns;
+    const model::Str* test = e.test();
+    if (e.via_import && h.entries.size() == 1) {
+      const model::ModulesChange* m = e.removal ? e.removal
+                                      : !e.reloads.empty() ? e.reloads[0]
+                                      : !e.class_changes.empty() ? e.class_changes[0] : nullptr;
+      if (m) {
+        time = m->time_ns;
+        test = &m->test;
+      }
+    }
+    c.event(key, p.start_monotonic_ns + time, test ? test->str() : std::string());
+    FactInfo* fi = c.see(key);
+    if (!fi) continue;
+    std::vector<EntryText> et = materialize(f, h);
+    const EntryText& ch = et[change_of(h)];
+    std::string k = "sys.modules['" + std::string(name) + "']";
+    fi->family = Family::History;
+    fi->module = fi->story = fi->name = std::string(name);
+    fi->process = f.group;
+    fi->order = first_pos(f, name);
+    fi->detail = history_text(et);
+    fi->where = ch.stack;
+    if (fi->where.empty() && !ch.set_by.empty()) fi->where.push_back(ch.set_by);
+    fi->test = ch.test;
+    std::string at = ch.set_by.empty() ? std::string() : " at " + format_location(ch.set_by);
+    if (model::is_import_blocker(ch.obj)) {
+      fi->kind = Kind::ImportBlocked;
+      fi->severity = Severity::Warning;
+      fi->summary = k + " = None blocks `import " + fi->module + "` (ImportError)" + at;
+      fi->subject = k + " was set to None";
+    } else if (et.size() > 1 || (!ch.via_import && !ch.before_trace)) {
+      fi->kind = Kind::SysModulesReplaced;
+      fi->severity = Severity::Error;
+      size_t i = change_of(h);
+      fi->summary = i ? k + " replaced: " + describe(et[i - 1].obj, et[i - 1].origin) + " -> " +
+                            describe(ch.obj, ch.origin) + (ch.via_import ? " by the import system" : " by assignment") + at
+                      : k + " holds " + describe(ch.obj, ch.origin) + " (by assignment)" + at;
+      fi->subject = k + (i ? " was replaced" : " was set");
+      fi->brief = "replaced by " + describe(ch.obj, ch.origin);
+    } else if (h.has_proxy) {
+      fi->kind = Kind::ProxyInSysModules;
+      fi->severity = Severity::Error;
+      fi->summary = k + " holds a proxy: " + describe(ch.obj, ch.origin) + " from the import system";
+      fi->subject = k + " got a proxy";
+      fi->brief = "a proxy under the key";
+    } else if (!ch.reloads.empty()) {
+      fi->kind = Kind::ModuleReloaded;
+      fi->severity = Severity::Warning;
+      fi->summary = "module '" + fi->module + "' reloaded (importlib.reload executed it again in place)";
+      fi->subject = "module '" + fi->module + "' was reloaded";
+      fi->brief = "reloaded";
+    } else {
+      fi->kind = Kind::SysModulesReplaced;
+      fi->severity = Severity::Warning;
+      fi->summary = k + ": " + fi->detail;
+      fi->subject = k + " changed";
+    }
+  }
+}
+
+std::string place_text(const BindingFact& bf) {
+  switch (bf.bound_on_place) {
+    case kLaterReplaced: return ", the object under sys.modules['" + bf.b->parent + "'] that was later replaced";
+    case kStale: return ", an object no longer under sys.modules['" + bf.b->parent + "']";
+    case kOther: return ", not the object under sys.modules['" + bf.b->parent + "']";
+  }
+  return std::string(": ") + model::binding_status_name(bf.b->status);
+}
+
+void binding_facts(const ProcFacts& f, Collector& c) {
+  for (const auto& bf : f.bindings) {
+    if (!bf.anomalous()) continue;
+    uint64_t key = fact_key(Family::Binding, "", bf.sig);
+    const model::Binding& b = *bf.b;
+    c.event(key, f.p->start_monotonic_ns + b.time_ns, b.test);
+    FactInfo* fi = c.see(key);
+    if (!fi) continue;
+    bool on_proxy = b.status == model::BindingStatus::OnProxy || b.bound_on.is_proxy();
+    fi->family = Family::Binding;
+    fi->kind = on_proxy ? Kind::BindingOnProxy : Kind::BindingMismatch;
+    fi->severity = Severity::Error;
+    fi->module = b.child_module();
+    fi->story = b.parent;
+    fi->process = f.group;
+    fi->order = first_pos(f, fi->module);
+    fi->test = b.test;
+    fi->name = b.attribute;
+    fi->value = "bound on " + describe(b.bound_on, (*f.norm)(b.bound_on.file)) + place_text(bf);
+    fi->summary = "'" + b.attribute + "' (" + fi->module + ") " + fi->value;
+    fi->detail = std::string("status ") + model::binding_status_name(b.status) + ", bound_on " +
+                 bound_on_place_name(bf.bound_on_place) + (b.bound_on.is_proxy() ? ", a proxy" : "");
+    fi->brief = fi->module + (bf.bound_on_place == kLaterReplaced ? " bound on the replaced object"
+                              : on_proxy ? " bound on a proxy" : std::string(" binding ") + bound_on_place_name(bf.bound_on_place));
+    fi->subject = "'" + b.attribute + "' was bound on " + (on_proxy ? "a proxy" : "the wrong object");
+    int64_t pos = f.p->import_position(b.import_index);
+    if (pos >= 0) {
+      Location l = f.norm->loc(f.p->imports[pos].importer);
+      if (!l.empty()) fi->where.push_back(l);
+    }
+  }
+}
+
+void access_facts(const ProcFacts& f, Collector& c) {
+  for (const auto& af : f.accesses) {
+    const model::ProxyAccess& a = *af.a;
+    // Lookups while a test runner formats a failure are its consequences, never its cause.
+    if (a.ok || model::in_failure_reporting(a.stack)) continue;
+    uint64_t key = fact_key(Family::Access, "", af.sig);
+    c.event(key, f.p->start_monotonic_ns + a.time_ns, a.test);
+    FactInfo* fi = c.see(key);
+    if (!fi) continue;
+    const std::string& at = a.attribute;
+    bool probe = (at.size() > 4 && at.compare(0, 2, "__") == 0 && at.compare(at.size() - 2, 2, "__") == 0) ||
+                 at.compare(0, 7, "_pytest") == 0;
+    fi->family = Family::Access;
+    fi->kind = Kind::ProxyForwardFailed;
+    fi->severity = probe ? Severity::Info
+                   : a.kind == model::ProxyAccessKind::ModuleGetattr ? Severity::Warning : Severity::Error;
+    fi->module = fi->story = std::string(af.story);
+    fi->name = at;
+    fi->process = f.group;
+    fi->order = first_pos(f, af.story);
+    fi->test = a.test;
+    Location where = a.stack.empty() ? Location() : f.norm->loc(a.stack[0]);
+    std::string on = a.proxy.present ? describe(a.proxy, "") : "a module";
+    fi->summary = (a.kind == model::ProxyAccessKind::Setattr ? "setting ." : "lookup of .") + at + " on " + on +
+                  " failed: " + a.outcome();
+    if (a.forwarded_to.present)
+      fi->summary += " (forwarded to '" +
+                     (a.forwarded_to.name.empty() ? object_kind(a.forwarded_to) : a.forwarded_to.name.str()) + "')";
+    if (!where.empty()) fi->summary += " at " + format_location(where);
+    fi->detail = "failing lookup of ." + at + ": " + a.outcome();
+    fi->brief = "." + at + " through it failed (" + a.error_type + ")";
+    fi->subject = "the lookup of ." + at + " through sys.modules['" + fi->module + "'] failed";
+    for (size_t i = 0; i < a.stack.size() && fi->where.size() < 4; ++i)
+      if (!model::is_importlib_frame(a.stack[i])) fi->where.push_back(f.norm->loc(a.stack[i]));
+  }
+}
+
+void module_facts(const ProcFacts& f, Collector& c) {
+  const Process& p = *f.p;
+  std::vector<timing::Fate> fates;
+  for (size_t i = 0; i < f.mods.size(); ++i) {
+    std::string_view name = f.mods.key(i);
+    const ModFacts& m = f.mods.value(i);
+    for (const auto& x : m.failed) {
+      const Import& im = *x.second;
+      uint64_t key = fact_key(Family::Failed, name, hash_text(im.error_type));
+      c.event(key, p.start_monotonic_ns + im.begin_ns, im.test);
+      FactInfo* fi = c.see(key);
+      if (!fi) continue;
+      if (fates.empty()) fates = timing::classify_failures(p);
+      bool handled = fates[static_cast<size_t>(&im - p.imports.data())] == timing::Fate::Handled;
+      fi->family = Family::Failed;
+      fi->kind = Kind::ImportFailed;
+      fi->severity = handled ? Severity::Info : Severity::Warning;
+      fi->module = fi->story = fi->name = std::string(name);
+      fi->process = f.group;
+      fi->order = m.pos;
+      fi->test = im.test;
+      fi->summary = "import " + fi->module + " failed: " + im.error_text() + (handled ? " (handled by its importer)" : "");
+      Location l = f.norm->loc(im.importer);
+      if (!l.empty()) {
+        fi->summary += " (imported at " + format_location(l) + ")";
+        fi->where.push_back(l);
+      }
+      fi->detail = im.error_text();
+      fi->brief = "import " + fi->module + " failed (" + im.error_type + ")";
+      fi->subject = "import " + fi->module + " failed";
+    }
+    if (!m.ok) continue;
+    const Import& im = *m.first_ok;
+    if (FactInfo* fi = c.see(fact_key(Family::Present, name))) {
+      fi->family = Family::Present;
+      fi->kind = Kind::ModuleAdded;
+      fi->severity = Severity::Warning;
+      fi->module = fi->name = std::string(name);
+      fi->value = fi->module.substr(0, fi->module.find('.'));
+      fi->process = f.group;
+      fi->order = m.pos;
+      fi->test = im.test;
+      Location l = f.norm->loc(im.importer);
+      if (!l.empty()) fi->where.push_back(l);
+    }
+    // Compared as the two-run diff compares them: relative to their sys.path entry.
+    std::string origin(f.norm->view(im.origin.empty() ? im.file.str() : im.origin.str()));
+    if (FactInfo* fi = c.see(fact_key(Family::Origin, name, hash_text(origin)))) {
+      fi->family = Family::Origin;
+      fi->kind = Kind::OriginChanged;
+      fi->severity = Severity::Warning;
+      fi->module = fi->name = std::string(name);
+      fi->value = origin.empty() ? "<no origin>" : origin;
+      fi->process = f.group;
+      fi->order = m.pos;
+    }
+    std::string loader = normalize_loader(im.loader);
+    if (FactInfo* fi = c.see(fact_key(Family::Loader, name, hash_text(loader)))) {
+      fi->family = Family::Loader;
+      fi->kind = Kind::LoaderChanged;
+      fi->severity = Severity::Warning;
+      fi->module = fi->name = std::string(name);
+      fi->value = loader.empty() ? "<none>" : loader;
+      fi->process = f.group;
+      fi->order = m.pos;
+    }
+  }
+  for (const auto& d : f.duplicates) {
+    if (FactInfo* fi = c.see(fact_key(Family::Duplicate, d.first))) {
+      fi->family = Family::Duplicate;
+      fi->kind = Kind::DuplicateModule;
+      fi->severity = Severity::Warning;
+      fi->module = d.second;
+      fi->process = f.group;
+      fi->order = first_pos(f, d.second);
+      fi->summary = fi->detail = d.first;
+      fi->subject = d.first;
+    }
+  }
+  if (model::ended_abnormally(p.end)) {
+    std::string role = process_role_class(p);
+    if (role.empty()) role = f.group;
+    uint64_t key = fact_key(Family::End, role, static_cast<uint64_t>(p.end.how) * 1000 + p.end.signal);
+    c.event(key, p.start_monotonic_ns + p.end.time_ns, "");
+    if (FactInfo* fi = c.see(key)) {
+      fi->family = Family::End;
+      fi->kind = Kind::ProcessEndedAbnormally;
+      fi->severity = Severity::Error;
+      fi->process = f.group;
+      fi->summary = "process " + role + " " + model::end_text(p.end);
+      fi->detail = model::end_text(p.end);
+      fi->subject = "a " + role + " process ended abnormally";
+    }
+  }
+}
+
+// The tests of a run in the order they first show in its records (all processes).
+std::vector<std::pair<std::string, uint64_t>> test_order(const std::vector<Process>& procs) {
+  // Keyed by the shared string (every record of one test holds the same one): no copy
+  // of the name per record.
+  std::unordered_map<const void*, std::pair<const model::Str*, uint64_t>> first;
+  auto note = [&](const model::Str& test, uint64_t t) {
+    if (test.empty()) return;
+    auto ins = first.emplace(test.key(), std::make_pair(&test, t));
+    if (!ins.second && t < ins.first->second.second) ins.first->second.second = t;
+  };
+  for (const auto& p : procs) {
+    uint64_t base = p.start_monotonic_ns;
+    for (const auto& im : p.imports) note(im.test, base + im.begin_ns);
+    for (const auto& c : p.modules_changes) note(c.test, base + c.time_ns);
+    for (const auto& b : p.bindings) note(b.test, base + b.time_ns);
+    for (const auto& a : p.proxy_accesses) note(a.test, base + a.time_ns);
+  }
+  std::map<std::string, uint64_t> by_id;  // one entry per node id, whatever the phase
+  for (const auto& kv : first) {
+    uint64_t t = kv.second.second;
+    auto ins = by_id.emplace(outcomes::node_id_of(kv.second.first->str()), t);
+    if (!ins.second && t < ins.first->second) ins.first->second = t;
+  }
+  std::vector<std::pair<std::string, uint64_t>> out(by_id.begin(), by_id.end());
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second < b.second : a.first < b.first;
+  });
+  return out;
+}
+
+RunFacts read_run(const std::string& path, bool bad, const RunLoader& load,
+                  std::unordered_map<uint64_t, FactInfo>& facts, std::vector<std::string>& warnings) {
+  RunFacts run;
+  std::vector<Process> procs;
+  load(path, procs, false);
+  run.info.path = path;
+  run.info.processes = procs.size();
+  for (const auto& p : procs) run.info.imports += p.imports.size();
+  run.outcome = outcomes::outcome_of(path, procs, warnings);
+  run.tests = test_order(procs);
+  // Junit names tests by classname::name: show them by the node ids the trace has.
+  std::unordered_map<std::string, std::string> by_key;
+  for (const auto& t : run.tests) by_key.emplace(outcomes::junit_key(t.first), t.first);
+  for (auto& t : run.outcome.tests) {
+    auto it = by_key.find(t.key);
+    if (it != by_key.end()) t.name = it->second;
+  }
+  for (size_t i = 0; i < run.tests.size(); ++i) {
+    std::string key = outcomes::junit_key(run.tests[i].first);
+    run.first_record.emplace(key, run.tests[i].second);
+    if (run.outcome.tests.empty()) run.position.emplace(key, static_cast<int>(i));
+  }
+  for (size_t i = 0; i < run.outcome.tests.size(); ++i) run.position.emplace(run.outcome.tests[i].key, static_cast<int>(i));
+  run.info.failed = run.outcome.failed;
+  run.info.outcome_source = outcomes::source_name(run.outcome.source);
+  run.info.outcome = run.outcome.text;
+  if (run.outcome.first_failing >= 0) run.info.first_failing_test = run.outcome.tests[run.outcome.first_failing].name;
+  if (run.outcome.source != outcomes::RunOutcome::Source::Unknown && run.outcome.failed != bad)
+    warnings.push_back(path + ": given as a " + (bad ? "failing" : "passing") + " run, but it " +
+                       (bad ? "passed" : "failed") + " (" + run.outcome.text + ")");
+  Collector c(facts, run, bad);
+  for (size_t i = 0; i < procs.size(); ++i) {
+    ProcFacts f;
+    f.p = &procs[i];
+    f.index = static_cast<int>(i);
+    build_facts(f);
+    history_facts(f, c);
+    binding_facts(f, c);
+    access_facts(f, c);
+    module_facts(f, c);
+  }
+  c.finish();
+  return run;
+}
+
+// ---- aggregation ---------------------------------------------------------------------------
+
+struct Ranked {
+  Finding f;
+  double sep = 0, frac = 0;  // separation, and the fraction of its own side's runs
+  bool bad_side = true;
+  uint64_t key = 0;          // the fact (the first one, for merged module findings)
+  const FactInfo* info = nullptr;
+};
+
+bool better(const Ranked& a, const Ranked& b) {
+  if (a.sep != b.sep) return a.sep > b.sep;
+  if (a.frac != b.frac) return a.frac > b.frac;
+  if (a.bad_side != b.bad_side) return a.bad_side;
+  if (a.f.kind != b.f.kind) return a.f.kind < b.f.kind;
+  if (a.f.severity != b.f.severity) return a.f.severity > b.f.severity;
+  if (a.f.order != b.f.order) return a.f.order < b.f.order;
+  if (a.f.module != b.f.module) return a.f.module < b.f.module;
+  return a.f.summary < b.f.summary;
+}
+
+std::string runs_phrase(size_t k, size_t n, const char* side) {
+  return std::to_string(k) + " of " + std::to_string(n) + " " + side + " run" + (n == 1 ? "" : "s");
+}
+
+Ranked to_finding(uint64_t key, const FactInfo& fi, size_t nb, size_t ng) {
+  Ranked r;
+  r.key = key;
+  r.info = &fi;
+  double bf = nb ? static_cast<double>(fi.bad) / nb : 0, gf = ng ? static_cast<double>(fi.good) / ng : 0;
+  r.bad_side = bf >= gf;
+  r.sep = r.bad_side ? bf - gf : gf - bf;
+  r.frac = r.bad_side ? bf : gf;
+  Finding& f = r.f;
+  f.kind = fi.kind;
+  f.severity = fi.severity;
+  f.module = fi.module;
+  f.story = fi.story;
+  f.summary = fi.summary;
+  f.brief = fi.brief;
+  f.where = fi.where;
+  f.test = fi.test;
+  f.process = fi.process;
+  f.order = fi.order;
+  f.support = {fi.bad, nb, fi.good, ng};
+  std::string seen = fi.detail.empty() ? "seen" : fi.detail;
+  if (r.bad_side) {
+    f.bad = seen + " (" + runs_phrase(fi.bad, nb, "failing") + ")";
+    f.good = fi.good ? "the same in " + runs_phrase(fi.good, ng, "passing") : "not in any passing run";
+  } else {
+    f.good = seen + " (" + runs_phrase(fi.good, ng, "passing") + ")";
+    f.bad = fi.bad ? "the same in " + runs_phrase(fi.bad, nb, "failing") : "not in any failing run";
+    if (f.severity > Severity::Warning) f.severity = Severity::Warning;
+    if (fi.family != Family::Present) f.summary = "only in passing runs: " + f.summary;
+  }
+  return r;
+}
+
+// The fact's own side, partly: say so in the summary.
+void note_partial(Ranked& r) {
+  const Support& s = r.f.support;
+  if (r.bad_side && s.bad < s.bad_runs)
+    r.f.summary += " [in " + runs_phrase(s.bad, s.bad_runs, "failing") + " only]";
+  if (!r.bad_side && s.good < s.good_runs)
+    r.f.summary += " [in " + runs_phrase(s.good, s.good_runs, "passing") + " only]";
+  // Seen in both sets alike: not what separates them.
+  if (r.sep < 0.5) r.f.severity = Severity::Info;
+}
+
+std::vector<Ranked> candidates(const std::unordered_map<uint64_t, FactInfo>& facts, size_t nb, size_t ng) {
+  std::vector<Ranked> out;
+  auto present = [&](const std::string& name) -> const FactInfo* {
+    auto it = facts.find(fact_key(Family::Present, name));
+    return it == facts.end() ? nullptr : &it->second;
+  };
+  // Module presence: one finding per top-level package, side and support.
+  std::map<std::tuple<bool, std::string, uint32_t, uint32_t>, std::vector<std::pair<uint64_t, const FactInfo*>>> modules;
+  // Origins and loaders by module, for what the other side had.
+  std::unordered_map<std::string, std::vector<const FactInfo*>> values;
+  // Children of one parent bound the same wrong way, in the same runs: one finding, as in
+  // the two-run diff.
+  std::map<std::tuple<bool, std::string, uint32_t, uint32_t>, std::vector<std::pair<uint64_t, const FactInfo*>>> children;
+  for (const auto& kv : facts) {
+    const FactInfo& fi = kv.second;
+    if (fi.bad * ng == fi.good * nb) continue;  // as often on both sides: nothing to tell
+    bool bad_side = fi.bad * ng > fi.good * nb;
+    switch (fi.family) {
+      case Family::Binding:
+        children[{bad_side, fi.story + "\n" + fi.detail + "\n" + std::to_string(static_cast<int>(fi.kind)), fi.bad, fi.good}]
+            .push_back({kv.first, &fi});
+        continue;
+      case Family::Present: {
+        modules[{bad_side, fi.value, fi.bad, fi.good}].push_back({kv.first, &fi});
+        continue;
+      }
+      case Family::Origin:
+      case Family::Loader: {
+        if (!bad_side) continue;  // the mirror of the failing side's value
+        const FactInfo* p = present(fi.name);
+        if (!p || !p->good) continue;  // not imported by the passing runs: module_added tells it
+        values[fi.name];
+        break;
+      }
+      default: break;
+    }
+    if (fi.family != Family::Origin && fi.family != Family::Loader) out.push_back(to_finding(kv.first, fi, nb, ng));
+  }
+  if (!values.empty()) {
+    for (const auto& kv : facts) {
+      const FactInfo& fi = kv.second;
+      if ((fi.family == Family::Origin || fi.family == Family::Loader) && values.count(fi.name))
+        values[fi.name].push_back(&fi);
+    }
+    for (const auto& kv : facts) {
+      const FactInfo& fi = kv.second;
+      if ((fi.family != Family::Origin && fi.family != Family::Loader) || !values.count(fi.name)) continue;
+      if (fi.bad * ng <= fi.good * nb) continue;
+      const FactInfo* other = nullptr;  // the passing runs' most common value
+      for (const FactInfo* o : values[fi.name])
+        if (o->family == fi.family && o != &fi && (!other || o->good > other->good)) other = o;
+      if (!other || !other->good) continue;
+      Ranked r = to_finding(kv.first, fi, nb, ng);
+      const char* how = fi.family == Family::Origin ? " now comes from " : " loaded by ";
+      r.f.summary = fi.name + how + fi.value + " (was " + other->value + ")";
+      r.f.bad = fi.value + " (" + runs_phrase(fi.bad, nb, "failing") + ")";
+      r.f.good = other->value + " (" + runs_phrase(other->good, ng, "passing") + ")";
+      out.push_back(std::move(r));
+    }
+  }
+  for (auto& kv : children) {
+    auto& list = kv.second;
+    std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) {
+      return a.second->order != b.second->order ? a.second->order < b.second->order : a.second->name < b.second->name;
+    });
+    Ranked r = to_finding(list[0].first, *list[0].second, nb, ng);
+    if (list.size() > 1) {
+      const FactInfo& first = *list[0].second;
+      r.f.module = first.story;
+      r.f.summary = std::to_string(list.size()) + " children of " + first.story + " (" + first.name + ", ...) " + first.value;
+      std::string names;
+      for (size_t i = 0; i < list.size() && i < 20; ++i) names += (i ? ", " : "") + list[i].second->name;
+      if (list.size() > 20) names += ", ... (" + std::to_string(list.size() - 20) + " more)";
+      (r.bad_side ? r.f.bad : r.f.good) += ": " + names;
+      if (!r.bad_side) r.f.summary = "only in passing runs: " + r.f.summary;
+    }
+    out.push_back(std::move(r));
+  }
+  for (auto& kv : modules) {
+    auto& list = kv.second;
+    std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) {
+      return a.second->order != b.second->order ? a.second->order < b.second->order : a.second->name < b.second->name;
+    });
+    const auto& kept = list;
+    Ranked r = to_finding(kept[0].first, *kept[0].second, nb, ng);
+    bool bad_side = std::get<0>(kv.first);
+    r.f.kind = bad_side ? Kind::ModuleAdded : Kind::ModuleMissing;
+    std::string shortest = kept[0].second->name;
+    std::string list_text;
+    for (size_t i = 0; i < kept.size(); ++i) {
+      const std::string& n = kept[i].second->name;
+      if (n.size() < shortest.size()) shortest = n;
+      if (i < 20) list_text += (i ? ", " : "") + n;
+    }
+    if (kept.size() > 20) list_text += ", ... (" + std::to_string(kept.size() - 20) + " more)";
+    r.f.module = shortest;
+    std::string count = kept.size() == 1 ? "" : " and " + std::to_string(kept.size() - 1) + " more under " +
+                                                     std::get<1>(kv.first);
+    r.f.summary = std::string("imported only in ") + (bad_side ? "failing" : "passing") + " runs: " +
+                  kept[0].second->name + count;
+    if (!r.f.where.empty()) r.f.summary += " (first imported at " + format_location(r.f.where[0]) + ")";
+    (bad_side ? r.f.bad : r.f.good) = list_text + " (" + (bad_side ? runs_phrase(r.f.support.bad, nb, "failing")
+                                                                   : runs_phrase(r.f.support.good, ng, "passing")) + ")";
+    (bad_side ? r.f.good : r.f.bad) = (bad_side ? r.f.support.good : r.f.support.bad)
+                                          ? "imported in " + (bad_side ? runs_phrase(r.f.support.good, ng, "passing")
+                                                                       : runs_phrase(r.f.support.bad, nb, "failing"))
+                                          : "not imported";
+    out.push_back(std::move(r));
+  }
+  for (auto& r : out) {
+    // A failed import of a module the passing runs import fine stopped something there.
+    if (r.info->family == Family::Failed && r.bad_side && r.f.severity == Severity::Warning) {
+      const FactInfo* p = present(r.info->name);
+      if (p && ng && p->good * 2 >= ng) r.f.severity = Severity::Error;
+    }
+    note_partial(r);
+  }
+  return out;
+}
+
+struct Story {
+  Ranked primary;
+  std::vector<Ranked> related;
+  double sep = 0, frac = 0;  // of its best separating part
+  bool bad_side = true;
+};
+
+bool better_story(const Story& a, const Story& b) {
+  if (a.sep != b.sep) return a.sep > b.sep;
+  if (a.frac != b.frac) return a.frac > b.frac;
+  if (a.bad_side != b.bad_side) return a.bad_side;
+  Ranked x = a.primary, y = b.primary;
+  x.sep = y.sep = x.frac = y.frac = 0;
+  return better(x, y);
+}
+
+// Findings about one sys.modules key are one story: its primary is the root-cause kind
+// among the parts that separate (the best separating part when none does), ranked by its
+// best separating part.
+std::vector<Story> make_stories(std::vector<Ranked> all) {
+  std::sort(all.begin(), all.end(), better);
+  std::unordered_map<std::string, size_t> of_story;
+  std::vector<std::vector<Ranked>> parts;
+  for (auto& r : all) {
+    auto it = r.f.story.empty() ? of_story.end() : of_story.find(r.f.story);
+    if (it == of_story.end()) {
+      if (!r.f.story.empty()) of_story[r.f.story] = parts.size();
+      parts.emplace_back();
+      parts.back().push_back(std::move(r));
+    } else {
+      parts[it->second].push_back(std::move(r));
+    }
+  }
+  std::vector<Story> stories;
+  for (auto& ps : parts) {
+    // ps[0] is the best separating part.
+    size_t primary = 0;
+    double need = std::min(0.5, ps[0].sep);
+    for (size_t i = 1; i < ps.size(); ++i)
+      if (ps[i].sep >= need && ps[i].bad_side == ps[0].bad_side && ps[i].f.kind < ps[primary].f.kind) primary = i;
+    Story s;
+    s.sep = ps[0].sep;
+    s.frac = ps[0].frac;
+    s.bad_side = ps[0].bad_side;
+    Support best = ps[0].f.support;
+    s.primary = std::move(ps[primary]);
+    for (size_t i = 0; i < ps.size(); ++i)
+      if (i != primary) s.related.push_back(std::move(ps[i]));
+    if (!s.related.empty()) s.primary.f.story_support = best;
+    stories.push_back(std::move(s));
+  }
+  std::stable_sort(stories.begin(), stories.end(), better_story);
+  return stories;
+}
+
+// ---- the top stories: the two-run text and the test-order evidence ---------------------------
+
+// A finding of the two-run diff that tells the same thing as `f` and no other fact took:
+// same kind, the same module (else story), and for a lookup the same attribute.
+const Finding* same_finding(const std::vector<Finding>& fs, const Finding& f, const FactInfo& fi,
+                            std::set<const Finding*>& used) {
+  auto fits = [&](const Finding& y, int pass) {
+    if (y.kind != f.kind || used.count(&y)) return false;
+    if (pass ? (f.story.empty() || y.story != f.story) : y.module != f.module) return false;
+    return fi.family != Family::Access || y.summary.find("." + fi.name + " on ") != std::string::npos;
+  };
+  for (int pass = 0; pass < 2; ++pass)
+    for (const auto& x : fs) {
+      if (fits(x, pass)) return used.insert(&x), &x;
+      for (const auto& rel : x.related)
+        if (fits(rel, pass)) return used.insert(&rel), &rel;
+    }
+  return nullptr;
+}
+
+void take_text(Finding& f, const Finding& from) {
+  f.summary = from.summary;
+  // A primary of the two-run diff carries its story's clauses; the story here has its own.
+  std::string tail = story_tail(from);
+  if (!tail.empty() && f.summary.size() > tail.size() &&
+      f.summary.compare(f.summary.size() - tail.size(), tail.size(), tail) == 0)
+    f.summary.resize(f.summary.size() - tail.size());
+  f.good = from.good;
+  f.bad = from.bad;
+  f.where = from.where;
+  f.test = from.test;
+  f.tests = from.tests;
+  f.brief = from.brief;
+  f.process = from.process;
+}
+
+// Where a test ran in a run (-1: not known), and the time of its first record (UINT64_MAX).
+int position_of(const RunFacts& run, const std::string& key) {
+  auto it = run.position.find(key);
+  return it == run.position.end() ? -1 : it->second;
+}
+
+uint64_t first_record_of(const RunFacts& run, const std::string& key) {
+  auto it = run.first_record.find(key);
+  return it == run.first_record.end() ? UINT64_MAX : it->second;
+}
+
+std::string quoted_test(const std::string& t) { return t.empty() ? "outside any test (collection or import time)" : "during `" + t + "`"; }
+
+// In every run: did it happen, during which test, where relative to the failure.
+void explain_order(Finding& f, const FactInfo& fi, uint64_t key, const std::vector<RunFacts>& bad,
+                   const std::vector<RunFacts>& good) {
+  if (fi.subject.empty()) return;
+  // The tests that failed in the failing runs (junit), by key.
+  std::set<std::string> failing;
+  bool all_junit = true;
+  for (const auto& r : bad) {
+    all_junit &= r.outcome.source == outcomes::RunOutcome::Source::Junit;
+    for (const auto& t : r.outcome.tests)
+      if (t.failed) failing.insert(t.key);
+  }
+  std::map<std::string, size_t> tests_bad, rel_bad;
+  size_t happened_bad = 0;
+  for (const auto& r : bad) {
+    Finding::RunEvent e;
+    e.run = r.info.path;
+    auto it = r.events.find(key);
+    e.happened = it != r.events.end();
+    if (e.happened) {
+      ++happened_bad;
+      e.test = it->second.test;
+      ++tests_bad[e.test];
+      if (r.outcome.first_failing >= 0) {
+        // By time when the first failing test left a record (right under pytest-xdist too,
+        // where junit's order is not the order tests ran in), else by junit's order.
+        const std::string& ff = r.outcome.tests[r.outcome.first_failing].key;
+        std::string test_key = e.test.empty() ? std::string() : outcomes::junit_key(e.test);
+        uint64_t t = first_record_of(r, ff);
+        int at = test_key.empty() ? -1 : position_of(r, test_key);
+        if (test_key == ff) e.relative = "in_first_failure";
+        else if (t != UINT64_MAX) e.relative = it->second.time < t ? "before_first_failure" : "after_first_failure";
+        else if (at >= 0) e.relative = at < r.outcome.first_failing ? "before_first_failure" : "after_first_failure";
+        else if (e.test.empty() && !r.tests.empty() && it->second.time < r.tests[0].second)
+          e.relative = "before_first_failure";  // before any test left a record
+      }
+      if (!e.relative.empty()) ++rel_bad[e.relative];
+    }
+    f.bad_events.push_back(e);
+  }
+  auto tests_text = [](const std::map<std::string, size_t>& m, size_t total) {
+    std::vector<std::pair<size_t, std::string>> v;
+    for (const auto& kv : m) v.push_back({kv.second, kv.first});
+    std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+    std::string s;
+    for (size_t i = 0; i < v.size() && i < 4; ++i) {
+      s += (i ? ", " : "") + quoted_test(v[i].second);
+      if (v.size() > 1 || v[i].first != total) s += " (" + std::to_string(v[i].first) + ")";
+    }
+    if (v.size() > 4) s += ", ... (" + std::to_string(v.size() - 4) + " more tests)";
+    return s;
+  };
+  std::string line = "in " + std::to_string(happened_bad) + "/" + std::to_string(bad.size()) + " failing runs " + fi.subject;
+  if (happened_bad) line += " " + tests_text(tests_bad, happened_bad);
+  static const std::pair<const char*, const char*> kRel[] = {{"before_first_failure", "before the first failing test"},
+                                                             {"in_first_failure", "in the first failing test"},
+                                                             {"after_first_failure", "after the first failing test"}};
+  std::string rel;
+  for (const auto& kr : kRel) {
+    auto it = rel_bad.find(kr.first);
+    if (it == rel_bad.end()) continue;
+    rel += (rel.empty() ? "" : ", ") + std::string(kr.second) +
+           (it->second == happened_bad ? std::string() : " in " + std::to_string(it->second));
+  }
+  if (!rel.empty()) line += ", " + rel;
+  else if (happened_bad && !all_junit)
+    line += "; which test failed first is not known (no junit XML in the run's directory: pytest --junitxml writes it)";
+  f.evidence.push_back(line);
+
+  // The passing runs: did it happen, and where relative to the tests that failed elsewhere.
+  std::map<std::string, size_t> tests_good, rel_good;
+  size_t happened_good = 0;
+  for (const auto& r : good) {
+    Finding::RunEvent e;
+    e.run = r.info.path;
+    auto it = r.events.find(key);
+    e.happened = it != r.events.end();
+    if (e.happened) {
+      ++happened_good;
+      e.test = it->second.test;
+      ++tests_good[e.test];
+      int at = e.test.empty() ? -1 : position_of(r, outcomes::junit_key(e.test));
+      int before = 0, after = 0;
+      for (const auto& k : failing) {
+        int p = position_of(r, k);
+        if (p < 0) continue;
+        (p < at ? before : after)++;
+      }
+      if (e.test.empty() && !failing.empty()) {
+        // Outside any test: before every test that has a record after it.
+        before = after = 0;
+        for (const auto& k : failing) {
+          uint64_t t = first_record_of(r, k);
+          if (t != UINT64_MAX) (t < it->second.time ? before : after)++;
+        }
+      }
+      if (at >= 0 || e.test.empty()) {
+        if (before && !after) e.relative = "after_failing_tests";
+        else if (after && !before) e.relative = "before_failing_tests";
+        else if (before && after) e.relative = "among_failing_tests";
+      }
+      if (!e.relative.empty()) ++rel_good[e.relative];
+    }
+    f.good_events.push_back(e);
+  }
+  std::string gl = "in " + std::to_string(happened_good) + "/" + std::to_string(good.size()) + " passing runs ";
+  if (!happened_good) {
+    gl = "in none of the " + std::to_string(good.size()) + " passing runs";
+  } else {
+    gl += "it happened too, " + tests_text(tests_good, happened_good);
+    static const std::pair<const char*, const char*> kGood[] = {
+        {"after_failing_tests", "after the tests that fail in the failing runs had run"},
+        {"before_failing_tests", "before the tests that fail in the failing runs"},
+        {"among_failing_tests", "between the tests that fail in the failing runs"}};
+    std::string r2;
+    for (const auto& kr : kGood) {
+      auto it = rel_good.find(kr.first);
+      if (it == rel_good.end()) continue;
+      r2 += (r2.empty() ? "" : ", ") + std::string(kr.second) +
+            (it->second == happened_good ? std::string() : " in " + std::to_string(it->second));
+    }
+    if (!r2.empty()) gl += ", " + r2;
+    if (happened_good < good.size()) gl += "; in the other " + std::to_string(good.size() - happened_good) + " it did not happen";
+  }
+  f.evidence.push_back(gl);
+}
+
+}  // namespace
+
+Result diff_many_runs(const std::vector<std::string>& good, const std::vector<std::string>& bad,
+                      const RunLoader& load, const Options& opts) {
+  Result r;
+  r.many = true;
+  r.options = opts;
+  std::unordered_map<uint64_t, FactInfo> facts;
+  std::vector<RunFacts> bad_runs, good_runs;
+  for (const auto& path : bad) bad_runs.push_back(read_run(path, true, load, facts, r.input_warnings));
+  for (const auto& path : good) good_runs.push_back(read_run(path, false, load, facts, r.input_warnings));
+  for (const auto* side : {&bad_runs, &good_runs})
+    for (const auto& run : *side) {
+      RunSummary& s = side == &bad_runs ? r.bad : r.good;
+      s.paths.push_back(run.info.path);
+      s.imports += run.info.imports;
+      (side == &bad_runs ? r.bad_runs : r.good_runs).push_back(run.info);
+    }
+  const size_t nb = bad_runs.size(), ng = good_runs.size();
+  std::vector<Story> stories = make_stories(candidates(facts, nb, ng));
+
+  // The top stories in the two-run diff's words: one failing run showing the primary's
+  // fact against one passing run without it (or the other way round), read again.
+  struct Pair {
+    size_t g, b;
+    std::vector<Process> good, bad;
+    Result diff;
+  };
+  std::vector<std::unique_ptr<Pair>> pairs;
+  for (size_t i = 0; i < stories.size() && i < kStoriesExplained; ++i) {
+    Story& s = stories[i];
+    // Only what separates is worth the words: the rest is noise told briefly.
+    if (s.sep < 0.5) break;
+    size_t b = 0, g = 0;
+    bool bad_side = s.primary.bad_side;
+    for (size_t k = 0; k < nb; ++k)
+      if (bad_runs[k].has(s.primary.key) == bad_side) { b = k; break; }
+    for (size_t k = 0; k < ng; ++k)
+      if (good_runs[k].has(s.primary.key) != bad_side) { g = k; break; }
+    Pair* pair = nullptr;
+    for (auto& p : pairs)
+      if (p->g == g && p->b == b) pair = p.get();
+    std::set<const Finding*> used;
+    if (!pair && nb && ng) {
+      pairs.push_back(std::make_unique<Pair>());
+      pair = pairs.back().get();
+      pair->g = g;
+      pair->b = b;
+      load(good_runs[g].info.path, pair->good, true);
+      load(bad_runs[b].info.path, pair->bad, true);
+      pair->diff = diff_runs(pair->good, pair->bad, opts);
+    }
+    if (i == 0 && pair) {
+      r.example_good = good_runs[g].info.path;
+      r.example_bad = bad_runs[b].info.path;
+    }
+    auto tell = [&](Ranked& x) {
+      if (pair)
+        if (const Finding* same = same_finding(pair->diff.findings, x.f, *x.info, used)) {
+          std::string partial;
+          size_t cut = x.f.summary.rfind(" [in ");
+          if (cut != std::string::npos) partial = x.f.summary.substr(cut);
+          take_text(x.f, *same);
+          x.f.summary += partial;
+          x.f.example = "failing run " + bad_runs[b].info.path + " against passing run " + good_runs[g].info.path;
+        }
+      explain_order(x.f, *x.info, x.key, bad_runs, good_runs);
+    };
+    tell(s.primary);
+    for (auto& rel : s.related) tell(rel);
+    // The story's root event (what sat under the key) leads its evidence.
+    for (auto& rel : s.related)
+      if ((rel.f.kind == Kind::SysModulesReplaced || rel.f.kind == Kind::ProxyInSysModules ||
+           rel.f.kind == Kind::ImportBlocked) && s.primary.f.kind > rel.f.kind) {
+        s.primary.f.evidence.insert(s.primary.f.evidence.begin(), rel.f.evidence.begin(), rel.f.evidence.end());
+        break;
+      }
+  }
+  for (auto& s : stories) {
+    Finding f = std::move(s.primary.f);
+    for (auto& rel : s.related) f.related.push_back(std::move(rel.f));
+    tell_story(f);
+    r.findings.push_back(std::move(f));
+  }
+  return r;
+}
+
+}  // namespace diff
+}  // namespace imptrace
