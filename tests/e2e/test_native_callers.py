@@ -50,14 +50,39 @@ def build_extension(py, out, *defines):
     return so
 
 
-def traced_run(py, tmp_path):
+_BUILT = {}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def build_root(tmp_path_factory):
+    _BUILT["root"] = tmp_path_factory.mktemp("nativeimp")
+
+
+def built_extension(py):
+    """The extension for `py`, built once per test session (compiling is most of the time)."""
+    if py not in _BUILT:
+        out = os.path.join(str(_BUILT["root"]), str(len(_BUILT)))
+        os.mkdir(out)
+        _BUILT[py] = build_extension(py, out)
+    return _BUILT[py]
+
+
+def traced_run(py, tmp_path, broken=False):
+    """The program under the tracer with native stacks on. `broken`: ni_from_cpp raises
+    ImportError, and the program goes on without it."""
     d = tmp_path / "mods"
     d.mkdir()
     for name in ("ni_from_init", "ni_from_static", "ni_from_cpp"):
         (d / (name + ".py")).write_text("VALUE = %r\n" % name)
-    so = build_extension(py, str(d))
+    if broken:
+        (d / "ni_from_cpp.py").write_text("raise ImportError('ni_from_cpp is broken')\n")
+    so = str(d / os.path.basename(built_extension(py)))
+    shutil.copy(built_extension(py), so)
     prog = tmp_path / "prog.py"
-    prog.write_text(PROGRAM.format(dir=str(d)))
+    code = PROGRAM.format(dir=str(d))
+    if broken:
+        code = code.replace("nativeimp.from_cpp()\n", "try:\n    nativeimp.from_cpp()\nexcept ImportError:\n    pass\n")
+    prog.write_text(code)
     out = tmp_path / "trace"
     r = run([py, str(prog)], traced=True, outdir=str(out), env={"IMPTRACE_NATIVE_STACKS": "1"})
     assert r.returncode == 0, r.stderr
@@ -127,3 +152,27 @@ def test_other_build_not_named_and_symbol_path(tmp_path):
     assert out.returncode == 0, out.stderr
     c = {i["name"]: i for i in json.loads(out.stdout)["processes"][0]["imports"]}["ni_from_static"]["native_caller"]
     assert c["function"] == "import_from_static" and c["unsymbolised"] is None and c["file"].endswith("nativeimp.c")
+
+
+def test_diff_and_report_name_the_caller(tmp_path):
+    """A failed import that C++ code made: diff (text, JSON, markdown) and report name the
+    C++ function beside the Python line."""
+    py = PYS[0]
+    runs = {}
+    for side in ("good", "bad"):
+        d = tmp_path / side
+        d.mkdir()
+        runs[side] = traced_run(py, d, broken=side == "bad")[1]
+    doc = json.loads(viewer("diff", runs["good"], runs["bad"], "--format", "json").stdout)
+    findings = doc["findings"] + [r for f in doc["findings"] for r in f["related"]]
+    failed = [f for f in findings if f["kind"] == "import_failed" and f["module"] == "ni_from_cpp"]
+    assert failed, findings
+    assert failed[0]["native_caller"]["function"] == "nativeimp::loaders::load_module(char const*)"
+    assert all(f["native_caller"] is None for f in findings if f["module"] != "ni_from_cpp")
+    text = viewer("diff", runs["good"], runs["bad"]).stdout
+    assert "entered from native code: nativeimp" in text and "nativeimp::loaders::load_module(char const*)" in text
+    md = viewer("diff", runs["good"], runs["bad"], "--format", "markdown").stdout
+    assert "nativeimp::loaders::load_module(char const*)" in md
+    html = tmp_path / "r.html"
+    viewer("report", runs["good"], runs["bad"], "-o", str(html))
+    assert "entered from native code: nativeimp" in html.read_text()
