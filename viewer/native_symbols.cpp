@@ -2,6 +2,7 @@
 
 #include <cxxabi.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -128,8 +129,15 @@ class ObjectFile {
     static const Dwfl_Callbacks callbacks = {
         dwfl_build_id_find_elf, dwfl_standard_find_debuginfo, dwfl_offline_section_address,
         &debuginfo_path};
-    int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    // Only a regular file: a trace names paths, and a FIFO or a device there must not
+    // block or feed the viewer.
+    int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return false;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      return false;
+    }
     Dwfl* dwfl = dwfl_begin(&callbacks);
     if (!dwfl) {
       ::close(fd);

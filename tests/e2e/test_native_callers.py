@@ -94,16 +94,21 @@ def callers(trace):
     return {i["name"]: i for i in imports}
 
 
-@pytest.mark.parametrize("py", PYS)
-def test_each_native_caller_named(py, tmp_path):
-    so, trace = traced_run(py, tmp_path)
-    by_name = callers(trace)
-    expected = {
+def expected_callers():
+    """Module -> (function, source file, line) of the import that names it."""
+    return {
         "ni_from_init": ("PyInit_nativeimp", "nativeimp.c", line_of("nativeimp.c", 'PyImport_ImportModule("ni_from_init")')),
         "ni_from_static": ("import_from_static", "nativeimp.c", line_of("nativeimp.c", "PyImport_ImportModuleLevelObject(")),
         "ni_from_cpp": ("nativeimp::loaders::load_module(char const*)", "nativeimp_loaders.cpp",
                         line_of("nativeimp_loaders.cpp", "PyImport_Import(n)")),
     }
+
+
+@pytest.mark.parametrize("py", PYS)
+def test_each_native_caller_named(py, tmp_path):
+    so, trace = traced_run(py, tmp_path)
+    by_name = callers(trace)
+    expected = expected_callers()
     for name, (function, source, line) in expected.items():
         c = by_name[name]["native_caller"]
         assert c is not None, name
