@@ -318,9 +318,11 @@ def run_once(argv, env, cwd, stderr_devnull=False):
 # Round order. "inert" is a control: imptrace's command with IMPTRACE_DISABLE=1, so the
 # library is loaded and does nothing; its ratio to untraced is what "no added cost"
 # measures as on this machine in this run (noise plus the cost of the preload itself).
-CONTENDERS = ["untraced", "inert", "imptrace", "imptrace+native", "importtime", "pywrapper"]
+# "imptrace+native" unwinds with libunwind (the tracer's choice), "imptrace+native-bt" with
+# glibc's backtrace() (IMPTRACE_NATIVE_UNWINDER=backtrace), for the README's comparison.
+CONTENDERS = ["untraced", "inert", "imptrace", "imptrace+native", "imptrace+native-bt", "importtime", "pywrapper"]
 # The contenders that write a trace (trace bytes, composition, import count).
-TRACING = ("imptrace", "imptrace+native")
+TRACING = ("imptrace", "imptrace+native", "imptrace+native-bt")
 
 
 def command(workload, contender, src, suite, lib, tracedir):
@@ -338,12 +340,14 @@ def command(workload, contender, src, suite, lib, tracedir):
         target, cwd = [os.path.join(src, f"{workload}_main.py")], src
     if contender == "untraced":
         argv = [py] + target
-    elif contender in ("imptrace", "imptrace+native", "inert"):
+    elif contender in ("imptrace", "imptrace+native", "imptrace+native-bt", "inert"):
         argv = [py] + target
         env["LD_PRELOAD"] = lib
         env["IMPTRACE_OUTPUT"] = tracedir + "/"
-        if contender == "imptrace+native":
+        if contender in ("imptrace+native", "imptrace+native-bt"):
             env["IMPTRACE_NATIVE_STACKS"] = "1"
+        if contender == "imptrace+native-bt":
+            env["IMPTRACE_NATIVE_UNWINDER"] = "backtrace"
         elif contender == "inert":
             env["IMPTRACE_DISABLE"] = "1"
     elif contender == "importtime":

@@ -27,19 +27,23 @@ if [ ! -f "$zroot/usr/include/zlib.h" ] || [ ! -f "$zroot/usr/lib/aarch64-linux-
   rm -rf "$zroot" && mkdir -p "$zroot" && for d in "$zdl"/*.deb; do [ -f "$d" ] && dpkg -x "$d" "$zroot"; done
   rm -rf "$zdl"
 fi
-# Tracer and viewer, then the arm64 .deb (build-aarch64/imptrace_<version>_arm64.deb) the
+# Tracer and viewer, then the arm64 .deb (the viewer without elfutils: there is no arm64
+# libdw here; arm64 traces are symbolised by an x86_64 viewer, IMPTRACE_SYMBOL_PATH=sysroot) (build-aarch64/imptrace_<version>_arm64.deb) the
 # same way as the native one; the viewer's man pages are generated under qemu.
 cmake -S . -B "$out" -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/aarch64-linux-gnu.cmake" \
-  -DIMPTRACE_BUILD_VIEWER=ON -DIMPTRACE_BUILD_TESTS=OFF -DZLIB_INCLUDE_DIR="$zroot/usr/include" \
+  -DIMPTRACE_BUILD_VIEWER=ON -DIMPTRACE_BUILD_TESTS=OFF -DIMPTRACE_ELFUTILS=OFF -DZLIB_INCLUDE_DIR="$zroot/usr/include" \
   -DZLIB_LIBRARY="$zroot/usr/lib/aarch64-linux-gnu/libz.a" >/dev/null && cmake --build "$out" -j2 >/dev/null \
   && cmake --build "$out" --target package >/dev/null \
   || { log "cross build failed: test_aarch64 and test_package will fail"; touch "$out/build-failed"; exit 0; }
 root="$out/sysroot"
-# The arm64 interpreter and what it loads (libgcc_s: glibc's backtrace() dlopens it for
-# native stacks), plus pytest and pytest-xdist with their dependencies, which are
-# architecture-independent packages: the runner's own command is `python3 -m pytest`.
+# The arm64 interpreter and what it loads (libunwind8 and its liblzma5: the tracer dlopens
+# it for native stacks; libgcc_s: glibc's backtrace(), the fallback), its headers (the
+# native-caller test builds an arm64 extension), plus pytest and pytest-xdist with their
+# dependencies, which are architecture-independent packages: the runner's own command is
+# `python3 -m pytest`.
 debs=(python3.11-minimal:arm64 libpython3.11-minimal:arm64 libpython3.11-stdlib:arm64 libc6:arm64
   zlib1g:arm64 libexpat1:arm64 libssl3:arm64 libffi8:arm64 libgcc-s1:arm64
+  libunwind8:arm64 liblzma5:arm64 libpython3.11-dev:arm64
   python3-pytest python3-pluggy python3-iniconfig python3-packaging python3-py python3-attr
   python3-more-itertools python3-pkg-resources python3-pytest-xdist python3-execnet)
 # A sysroot made from another package list is made again.

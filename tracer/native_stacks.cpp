@@ -1,18 +1,31 @@
 #include "native_stacks.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <execinfo.h>
+#include <link.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "trace_writer.h"
 
 namespace imptrace {
 namespace {
 
-// Native stacks use glibc's backtrace(): it unwinds with the libgcc_s that glibc dlopens
-// privately (RTLD_LOCAL), so nothing of it joins the host's symbol scope - unlike linking
-// libunwind, whose exported _Unwind_* would take over every C++ exception of the host.
+// The unwinder is libunwind's unw_backtrace, from libunwind.so.8 dlopen'ed RTLD_LOCAL and
+// only with native stacks on: linked, or loaded into the global scope, its exported
+// _Unwind_* (and `backtrace`) would take over every C++ exception of the host; local, the
+// loader never binds another object's symbol to it. It costs about a tenth of glibc's
+// backtrace() per capture and unwinds the same frames (bench/native_unwind: signal
+// handlers, libraries without frame pointers). Where it is missing, or with
+// IMPTRACE_NATIVE_UNWINDER=backtrace, backtrace() it is (libgcc_s, which glibc also loads
+// privately).
+//
+// The tracer names a frame only by object and offset (plus the nearest exported symbol,
+// which dladdr knows anyway); the viewer symbolises from the files, checked against the
+// build-id written here once per object and file (the LoadedObject record).
 //
 // dladdr walks the loader's tables for every address; the same return addresses (the
 // interpreter's own call chain) come back at every import, so what it said is kept per
@@ -24,17 +37,115 @@ struct NativePc {
   bool ours;  // a frame of this library: left out
 };
 constexpr size_t kNativePcs = 4096;
-struct NativePcCache {
-  NativePc* slots;  // allocated on first use (only with native stacks on)
+// The objects this file has a LoadedObject record for, by load address (open addressing;
+// a full table describes an object again rather than fail).
+struct NativeObject {
+  const void* base;
+  uint32_t generation, path;
 };
-NativePcCache g_native_pcs;
+constexpr size_t kNativeObjects = 512;
+struct NativeTables {
+  NativePc* pcs;          // allocated on first use (only with native stacks on)
+  NativeObject* objects;
+};
+NativeTables g_native;
+
+// The loaded object whose PT_LOAD segments hold `pc`, found through the loader's list.
+struct ObjectSearch {
+  uintptr_t pc;
+  bool found;
+  bool main_program;
+  uintptr_t load_bias;
+  const ElfW(Phdr)* phdr;
+  int phnum;
+};
+
+int find_object(struct dl_phdr_info* info, size_t, void* data) {
+  auto* s = static_cast<ObjectSearch*>(data);
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD) continue;
+    uintptr_t start = info->dlpi_addr + ph.p_vaddr;
+    if (s->pc >= start && s->pc - start < ph.p_memsz) {
+      s->found = true;
+      s->main_program = !info->dlpi_name || !info->dlpi_name[0];
+      s->load_bias = info->dlpi_addr;
+      s->phdr = info->dlpi_phdr;
+      s->phnum = info->dlpi_phnum;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+// The object's NT_GNU_BUILD_ID, read from its mapped PT_NOTE segments; 0 when none.
+size_t build_id(const ObjectSearch& s, const uint8_t** id) {
+  for (int i = 0; i < s.phnum; ++i) {
+    const ElfW(Phdr)& ph = s.phdr[i];
+    if (ph.p_type != PT_NOTE) continue;
+    const size_t align = ph.p_align == 8 ? 8 : 4;
+    auto* p = reinterpret_cast<const uint8_t*>(s.load_bias + ph.p_vaddr);
+    const uint8_t* end = p + ph.p_memsz;
+    while (static_cast<size_t>(end - p) >= sizeof(ElfW(Nhdr))) {
+      auto* n = reinterpret_cast<const ElfW(Nhdr)*>(p);
+      const size_t name_at = sizeof(ElfW(Nhdr));
+      const size_t desc_at = name_at + ((n->n_namesz + align - 1) & ~(align - 1));
+      const size_t next = desc_at + ((n->n_descsz + align - 1) & ~(align - 1));
+      if (next > static_cast<size_t>(end - p)) break;
+      if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && memcmp(p + name_at, "GNU", 4) == 0) {
+        *id = p + desc_at;
+        return n->n_descsz;
+      }
+      p += next;
+    }
+  }
+  return 0;
+}
+
+// The string id of the object at `base` (holding `pc`), writing its LoadedObject record
+// the first time this file names it. `loader_name`: what dladdr calls it.
+uint32_t object_path(const void* base, void* pc, const char* loader_name) {
+  const uint32_t gen = TraceWriter::strings_epoch();
+  size_t h = (reinterpret_cast<uintptr_t>(base) >> 12) & (kNativeObjects - 1);
+  NativeObject* slot = nullptr;
+  for (size_t probe = 0; probe < 8; ++probe) {
+    NativeObject& o = g_native.objects[(h + probe) & (kNativeObjects - 1)];
+    if (o.base == base && o.generation == gen) return o.path;
+    if (!slot && (o.generation != gen || !o.base)) slot = &o;
+  }
+  ObjectSearch s{};
+  s.pc = reinterpret_cast<uintptr_t>(pc);
+  dl_iterate_phdr(find_object, &s);
+  // dladdr names the main program by argv[0]; the file it was loaded from is what counts.
+  static char exe[4096];
+  static bool exe_known = [] {
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return false;
+    exe[n] = 0;
+    return true;
+  }();
+  const char* name = s.found && s.main_program && exe_known ? exe : loader_name;
+  uint32_t path = TraceWriter::intern(name);
+  const uint8_t* id = nullptr;
+  size_t id_len = s.found ? build_id(s, &id) : 0;
+  encode_loaded_object(path, id, id_len, s.found && s.main_program);
+  if (!slot) slot = &g_native.objects[h];
+  *slot = NativeObject{base, gen, path};
+  return path;
+}
 
 const NativePc* native_pc(void* pc) {
-  if (!g_native_pcs.slots) {
-    g_native_pcs.slots = static_cast<NativePc*>(calloc(kNativePcs, sizeof(NativePc)));
-    if (!g_native_pcs.slots) return nullptr;
+  if (!g_native.pcs) {
+    g_native.pcs = static_cast<NativePc*>(calloc(kNativePcs, sizeof(NativePc)));
+    g_native.objects = static_cast<NativeObject*>(calloc(kNativeObjects, sizeof(NativeObject)));
+    if (!g_native.pcs || !g_native.objects) {
+      free(g_native.pcs);
+      free(g_native.objects);
+      g_native = NativeTables{};
+      return nullptr;
+    }
   }
-  NativePc& e = g_native_pcs.slots[(reinterpret_cast<uintptr_t>(pc) >> 2) & (kNativePcs - 1)];
+  NativePc& e = g_native.pcs[(reinterpret_cast<uintptr_t>(pc) >> 2) & (kNativePcs - 1)];
   if (e.pc == pc && e.generation == TraceWriter::strings_epoch()) return &e;
   static Dl_info self;
   static bool self_known = dladdr(reinterpret_cast<void*>(&native_pc), &self) != 0;
@@ -43,20 +154,28 @@ const NativePc* native_pc(void* pc) {
   e.pc = pc;
   e.generation = TraceWriter::strings_epoch();
   e.ours = self_known && info.dli_fbase == self.dli_fbase;
-  e.object = TraceWriter::intern(info.dli_fname);
+  e.object = e.ours ? 0 : object_path(info.dli_fbase, pc, info.dli_fname);
   e.offset = reinterpret_cast<uintptr_t>(pc) - reinterpret_cast<uintptr_t>(info.dli_fbase);
   e.symbol = info.dli_sname ? TraceWriter::intern(info.dli_sname) : 0;
   return &e;
 }
 
+using BacktraceFn = int (*)(void**, int);
+BacktraceFn g_unwinder = backtrace;
+
 }  // namespace
 
 void prepare_native_stacks() {
+  const char* which = getenv("IMPTRACE_NATIVE_UNWINDER");
+  if (!which || strcmp(which, "backtrace") != 0) {
+    if (void* h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL))
+      if (void* fn = dlsym(h, "unw_backtrace")) g_unwinder = reinterpret_cast<BacktraceFn>(fn);
+  }
   void* warm[4];
-  backtrace(warm, 4);
+  g_unwinder(warm, 4);
 }
 
-int capture_native_stack(void** frames) { return backtrace(frames, kNativeDepth); }
+int capture_native_stack(void** frames) { return g_unwinder(frames, kNativeDepth); }
 
 int resolve_native_stack(void* const* frames, int n, NativeFrameValue* out) {
   int kept = 0;

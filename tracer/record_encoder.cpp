@@ -93,3 +93,16 @@ void encode_import(const ImportRecord& c) {
 }
 
 }  // namespace imptrace
+
+namespace imptrace {
+
+void encode_loaded_object(uint32_t path, const uint8_t* id, size_t id_len, bool main_program) {
+  auto r = TraceWriter::begin_record(fields::Record::loaded_object);
+  auto& b = TraceWriter::buf();
+  wire::put_uint(b, fields::LoadedObject::path, path);
+  if (id_len) wire::put_bytes(b, fields::LoadedObject::build_id, id, id_len);
+  wire::put_bool(b, fields::LoadedObject::main_program, main_program);
+  TraceWriter::end_record(r);
+}
+
+}  // namespace imptrace

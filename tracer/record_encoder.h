@@ -115,4 +115,8 @@ struct ImportRecord {
 };
 void encode_import(const ImportRecord& r);
 
+// An ELF object native frames name (imptrace.LoadedObject): its path's string id and its
+// build-id (`id_len` 0: none), and whether it is the program the process runs.
+void encode_loaded_object(uint32_t path, const uint8_t* id, size_t id_len, bool main_program);
+
 }  // namespace imptrace

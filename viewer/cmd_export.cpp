@@ -63,6 +63,11 @@ void write_import(JsonWriter& w, const Relativizer& rel, const model::Import& im
   w.string_array("search_locations", im.search_locations);
   w.field_or_null("test", im.test);
   w.field("interpreter", im.interpreter);
+  if (!im.native_stack.empty()) {
+    // The first frame outside the interpreter, when native code entered the import.
+    w.key("native_caller");
+    write_native_caller_json(w, im.native_caller);
+  }
   if (!im.native_stack.empty())
     w.object_array("native_stack", im.native_stack, [&](const model::NativeFrame& nf) {
       w.field("object", nf.object);

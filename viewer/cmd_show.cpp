@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "native_symbols.h"
 #include "failure_reporting.h"
 #include "import_time.h"
 
@@ -286,6 +287,21 @@ void show_process(const model::Process& p, std::ostream& out, bool all_failures)
       out << "    " << x.text << "\n";
       if (!x.at.empty()) out << "      at " << format_location(x.at) << "\n";
       if (!x.test.empty()) out << "      during test " << x.test << "\n";
+    }
+    l.finish();
+  }
+
+  // IMPTRACE_NATIVE_STACKS=1: the imports an extension's C or C++ code made, each with the
+  // function that made it and the Python line that called into that code.
+  size_t native = 0;
+  for (const auto& im : p.imports) native += !im.native_caller.empty();
+  if (native) {
+    out << "  imports entered from native code: " << native << "\n";
+    Lister l{out, all_failures ? SIZE_MAX : kMaxListed};
+    for (const auto& im : p.imports) {
+      if (im.native_caller.empty() || !l.add()) continue;
+      out << "    " << im.name << " <- " << model::format_native_caller(im.native_caller) << "\n";
+      if (!im.importer.empty()) out << "      called from Python at " << format_location(rel(im.importer)) << "\n";
     }
     l.finish();
   }

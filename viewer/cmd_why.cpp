@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "key_history.h"
+#include "native_symbols.h"
 #include "proxy_decision.h"
 
 namespace imptrace {
@@ -50,6 +51,7 @@ void add_entries(const Process& p, const model::KeyHistory& h, const std::vector
         e.loader = ke.import->loader;
       }
       if (e.set_by.empty()) e.set_by = model::relative_location(ke.import->importer, roots);
+      if (ke.via_import && !ke.change && !ke.before_trace) e.native_caller = ke.import->native_caller;
       if (!ke.change && !ke.before_trace) e.triggered_at = model::relative_location(ke.import->trigger, roots);
     }
     if (ke.during) {
@@ -166,6 +168,8 @@ void why_json(const WhyReport& r, std::ostream& out, bool pretty) {
     write_location_json(w, e.set_by);
     w.key("triggered_at");
     write_location_json(w, e.triggered_at);
+    w.key("native_caller");
+    write_native_caller_json(w, e.native_caller);
     w.field_or_null("replaced_by", optional_token(e.replaced_by));
     w.field("process", e.process);
     w.field("is_proxy", e.object.is_proxy());
@@ -250,6 +254,8 @@ void why_json(const WhyReport& r, std::ostream& out, bool pretty) {
     write_location_json(w, wi.importer);
     w.key("trigger");
     write_location_json(w, wi.trigger);
+    w.key("native_caller");
+    write_native_caller_json(w, wi.import.native_caller);
     w.field("begin_ns", wi.import.begin_ns);
     w.field("end_ns", wi.import.end_ns);
     w.field_or_null("test", wi.import.test);
@@ -294,6 +300,8 @@ void why_text(const WhyReport& r, std::ostream& out) {
     if (!e.set_by.empty()) out << " at " << format_location(e.set_by);
     if (!e.triggered_at.empty()) out << ", triggered at " << format_location(e.triggered_at);
     out << "\n";
+    if (!e.native_caller.empty())
+      out << "     entered from native code: " << model::format_native_caller(e.native_caller) << "\n";
     if (!e.during_import.empty()) {
       out << "     during the import of " << e.during_import;
       if (!e.during_importer.empty()) out << " at " << format_location(e.during_importer);
@@ -349,6 +357,8 @@ void why_text(const WhyReport& r, std::ostream& out) {
       if (!wi.importer.empty()) out << "\n     imported at " << format_location(wi.importer);
       if (!wi.trigger.empty()) out << ", triggered at " << format_location(wi.trigger);
       out << "\n";
+      if (!wi.import.native_caller.empty())
+        out << "     entered from native code: " << model::format_native_caller(wi.import.native_caller) << "\n";
     }
   }
 

@@ -163,6 +163,8 @@ struct WhyEntry {  // one object that sat under sys.modules[M]
   model::Location set_by;             // relativized
   model::Location triggered_at;       // put there by an import whose importer is a
                                       // package's __getattr__: what asked it (relativized)
+  model::NativeCaller native_caller;  // put there by an import native code entered: the
+                                      // first frame outside the interpreter
   model::ObjectRef replaced_by;       // absent: not replaced (still there, or removed)
   model::Location replaced_at;        // where the replacement happened (relativized)
   bool removed = false;               // a DELETE/CLEAR ended its time under M
@@ -225,5 +227,7 @@ std::string describe_object(const model::ObjectRef& o);   // "module 'a' (obj:..
 std::string join_argv(const std::vector<std::string>& argv);
 void write_location_json(JsonWriter& w, const model::Location& loc);  // object or null
 void write_object_json(JsonWriter& w, const model::ObjectRef& o);     // {id,type,is_module} or null
+// {library, object, offset, function, file, line, unsymbolised} or null (native_symbols.h).
+void write_native_caller_json(JsonWriter& w, const model::NativeCaller& c);
 
 }  // namespace imptrace

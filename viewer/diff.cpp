@@ -5,6 +5,7 @@
 #include "diff.h"
 
 #include <algorithm>
+#include <map>
 
 #include "diff_compare.h"
 
@@ -224,6 +225,21 @@ void compare_pooled(std::vector<ProcFacts>& good, std::vector<ProcFacts>& bad, F
   }
 }
 
+// Each finding about a module whose import native code entered names that code: the
+// first such import in the bad run, else in the good run.
+void attach_native_callers(const std::vector<Process>& good, const std::vector<Process>& bad,
+                           std::vector<Finding>& findings) {
+  std::map<std::string, const model::NativeCaller*> first;
+  for (const auto* run : {&bad, &good})  // the bad run's first, kept over the good run's
+    for (const Process& p : *run)
+      for (const model::Import& im : p.imports)
+        if (!im.native_caller.empty()) first.emplace(im.name.str(), &im.native_caller);
+  for (Finding& f : findings) {
+    auto it = f.module.empty() ? first.end() : first.find(f.module);
+    if (it != first.end()) f.native_caller = *it->second;
+  }
+}
+
 }  // namespace
 
 Result diff_runs(const std::vector<Process>& good, const std::vector<Process>& bad,
@@ -259,6 +275,7 @@ Result diff_runs(const std::vector<Process>& good, const std::vector<Process>& b
     }
   if (layouts_differ) compare_pooled(good_facts, bad_facts, out);
 
+  attach_native_callers(good, bad, r.findings);
   rank_and_group(r.findings);
   return r;
 }

@@ -121,6 +121,9 @@ struct Finding {
   std::string test;                 // pytest node id, "" none
   std::vector<std::string> tests;   // every test it happened in (aggregated findings)
   std::string process;              // role of the process (group) it was found in
+  // The module's first import was entered from native code (IMPTRACE_NATIVE_STACKS=1):
+  // the function outside the interpreter that made it, from the bad run, else the good.
+  model::NativeCaller native_caller;
   std::vector<Finding> related;     // the rest of the story (primary findings only)
   // Many-run diff only: the runs it was seen in, the story's best separating support
   // (primary findings), which test ran when it happened in each run (diff_many.h), and

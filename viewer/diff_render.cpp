@@ -57,6 +57,8 @@ void text_finding(const Finding& f, std::ostream& out, bool color, const std::st
   if (!f.bad.empty()) out << in << "bad:  " << clean(f.bad) << "\n";
   for (size_t i = 0; i < f.where.size(); ++i)
     out << in << (i == 0 ? "where: " : "       ") << clean(loc_text(f.where[i])) << "\n";
+  if (!f.native_caller.empty())
+    out << in << "entered from native code: " << clean(model::format_native_caller(f.native_caller)) << "\n";
   if (!f.test.empty()) out << in << "test: " << clean(f.test) << "\n";
   if (f.tests.size() > 1) out << in << "in " << f.tests.size() << " tests\n";
   if (!f.process.empty()) out << in << "process: " << clean(f.process) << "\n";
@@ -149,6 +151,8 @@ void finding_json(JsonWriter& w, const Finding& f, bool with_related) {
   w.begin_array();
   for (const auto& l : f.where) write_location_json(w, l);
   w.end_array();
+  w.key("native_caller");
+  write_native_caller_json(w, f.native_caller);
   w.field_or_null("test", f.test);
   w.string_array("tests", f.tests);
   w.field_or_null("process", f.process);

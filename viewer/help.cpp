@@ -32,7 +32,7 @@ std::vector<CommandHelp> build() {
        "that propagated (those their importer handled are counted), sys.modules entries\n"
        "replaced by non-import code, proxies under sys.modules keys, children not bound on\n"
        "their parents, failed attribute accesses through proxies.",
-       {{"--all", "list every failed import, those their importer handled too, with no cap"}, redact, help},
+       {{"--all", "list every failed import, those their importer handled too, and every import entered from native code, with no cap"}, redact, help},
        "0 success, 2 usage or input error."},
       {"tree", "PATH... [options]", "nested import tree with cumulative and self ms",
        "The nested import tree of each process, with cumulative and self time in ms; a\n"

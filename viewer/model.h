@@ -169,6 +169,26 @@ struct NativeFrame {
   Str symbol;
 };
 
+// The first frame outside the interpreter of an import entered from native code (an
+// extension calling PyImport_ImportModule and friends), symbolised by the viewer from the
+// object's file (native_symbols.h). Empty `object`: the import was entered from Python
+// code, or no native stack was recorded.
+struct NativeCaller {
+  Str object;         // path of the ELF object, as the trace names it
+  uint64_t offset = 0;
+  std::string function;  // demangled; "" when it could not be named
+  std::string file;      // source file from debug information, "" none
+  uint32_t line = 0;
+  // Why it is not symbolised from the file ("" when it is): the file is missing, or has
+  // another build-id than the traced one.
+  std::string unsymbolised;
+  bool empty() const { return object.empty(); }
+  std::string library() const;  // the object's file name
+};
+// "libfoo.so: ns::fn (foo.cpp:12)", "libfoo.so+0x1137 (not symbolised: ...)"; "" when empty.
+// (native_symbols.cpp)
+std::string format_native_caller(const NativeCaller& c);
+
 // One run of importlib's find-and-load.
 struct Import {
   uint64_t index = 0;          // Import.index: start order within the process
@@ -197,6 +217,7 @@ struct Import {
   Location trigger;
   Str test;            // pytest node id, "" none
   std::vector<NativeFrame> native_stack;  // innermost first; empty unless enabled
+  NativeCaller native_caller;             // filled by the reader (native_symbols.h)
   // "ExceptionType: message" or "" when ok.
   std::string error_text() const;
 };
@@ -273,6 +294,13 @@ struct ProxyClass {
   Str defined_in;
 };
 
+// An ELF object that native frames name, with its build-id (lowercase hex, "" none).
+struct LoadedObject {
+  Str path;
+  std::string build_id;
+  bool main_program = false;  // the executable, not a shared library
+};
+
 struct SysPathSnapshot {
   std::vector<std::string> entries;
   uint64_t time_ns = 0;
@@ -345,6 +373,7 @@ struct Process {
   std::vector<ProxyClass> proxy_classes;
   std::vector<SysPathSnapshot> sys_paths;
   std::vector<Note> notes;       // from the tracer
+  std::vector<LoadedObject> loaded_objects;  // IMPTRACE_NATIVE_STACKS=1
   ProcessEnd end;                // the last end record; How::None when there is none
   // In time order. Empty for a trace from a tracer that did not mark lifetimes.
   std::vector<Lifetime> lifetimes;

@@ -49,6 +49,7 @@ void finding_rows(const Finding& f, size_t n, std::ostream& out, bool related) {
   if (!f.good.empty()) ev << "good: " << f.good << "\n";
   if (!f.bad.empty()) ev << "bad:  " << f.bad << "\n";
   for (const auto& l : f.where) ev << "where: " << format_location(l) << "\n";
+  if (!f.native_caller.empty()) ev << "entered from native code: " << model::format_native_caller(f.native_caller) << "\n";
   if (!f.test.empty()) ev << "test: " << f.test << "\n";
   if (f.tests.size() > 1) ev << "in " << f.tests.size() << " tests\n";
   if (!f.process.empty()) ev << "process: " << f.process << "\n";

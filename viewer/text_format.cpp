@@ -59,6 +59,20 @@ void write_location_json(JsonWriter& w, const model::Location& loc) {
   w.end_object();
 }
 
+void write_native_caller_json(JsonWriter& w, const model::NativeCaller& c) {
+  if (c.empty()) { w.null(); return; }
+  w.begin_object();
+  w.field("library", c.library());
+  w.field("object", c.object);
+  w.field("offset", c.offset);
+  w.field_or_null("function", c.function);
+  w.field_or_null("file", c.file);
+  w.key("line");
+  if (c.line) w.value(static_cast<uint64_t>(c.line)); else w.null();
+  w.field_or_null("unsymbolised", c.unsymbolised);
+  w.end_object();
+}
+
 void write_object_json(JsonWriter& w, const model::ObjectRef& o) {
   if (!o.present) { w.null(); return; }
   w.begin_object();

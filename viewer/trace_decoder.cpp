@@ -2,6 +2,7 @@
 // Leniency policy: a field with an unexpected wire type is skipped like an unknown field;
 // bytes that are not protobuf at all end the record (or the file) with a warning.
 #include "trace_decoder.h"
+#include "native_symbols.h"
 
 #include "trace_reader.h"  // kMaxRecordBytes
 
@@ -132,6 +133,7 @@ class Decoder {
         case F::Record::lifetime_begin: ok = lifetime_begin(body); break;
         case F::Record::lifetime_end: ok = lifetime_end(body); break;
         case F::Record::proxy_access_summary: ok = proxy_access_summary(body); break;
+        case F::Record::loaded_object: ok = loaded_object(body); break;
         default: kind = 0; break;  // a newer record kind: skip it
       }
       if (!ok) rr.ok = false;
@@ -557,6 +559,25 @@ class Decoder {
     return true;
   }
 
+  bool loaded_object(Reader r) {
+    model::LoadedObject o;
+    std::string id;
+    bool ok = for_each_field(r, [&](uint32_t f, WireType wt, Reader& rr) {
+      if (f == F::LoadedObject::path) return get_str_id(wt, rr, o.path);
+      if (f == F::LoadedObject::build_id) return get_string(wt, rr, id);
+      if (f == F::LoadedObject::main_program) return get_bool(wt, rr, o.main_program);
+      return false;
+    });
+    if (!ok || o.path.empty()) return false;
+    static const char kHex[] = "0123456789abcdef";
+    for (unsigned char c : id) {
+      o.build_id += kHex[c >> 4];
+      o.build_id += kHex[c & 15];
+    }
+    proc_.loaded_objects.push_back(std::move(o));
+    return true;
+  }
+
   bool note(Reader r) {
     model::Note n;
     bool ok = for_each_field(r, [&](uint32_t f, WireType wt, Reader& rr) {
@@ -891,6 +912,7 @@ bool decode_trace(ByteSource& src, model::Process& out, std::string& why) {
   dec.apply_repeat_counts();
   finish_imports(out);
   model::decide_proxies(out);  // after the elided object fields are filled in
+  model::name_native_callers(out);
   return true;
 }
 

@@ -157,3 +157,40 @@ def test_native_stacks_on_aarch64(arm64_python, tmp_path):
     stack = [i for i in imports if i["name"] == "json"][0]["native_stack"]
     assert "_PyEval_EvalFrameDefault" in {f["symbol"] for f in stack}
     assert not any("libimptrace" in f["object"] for f in stack)
+
+
+def test_native_callers_on_aarch64(arm64_python, tmp_path):
+    """The native-caller extension (test_native_callers) cross-built for arm64 and imported
+    under qemu with native stacks on: the x86_64 viewer names each caller from the arm64
+    files (elfutils reads either architecture), file:line included."""
+    from test_native_callers import PROGRAM, SOURCES, expected_callers
+    include = os.path.join(ROOT, "usr", "include", "python3.11")
+    if not os.path.exists(os.path.join(include, "Python.h")):
+        pytest.skip("no arm64 Python headers in %s (scripts/aarch64.sh)" % ROOT)
+    mods = tmp_path / "mods"
+    mods.mkdir()
+    objs = []
+    for src, cc in (("nativeimp.c", "aarch64-linux-gnu-gcc"), ("nativeimp_loaders.cpp", "aarch64-linux-gnu-g++")):
+        obj = str(tmp_path / (src + ".o"))
+        subprocess.run([cc, "-O0", "-g", "-fPIC", "-I" + include, "-idirafter", os.path.join(ROOT, "usr", "include"),
+                        "-c", os.path.join(SOURCES, src), "-o", obj], check=True)
+        objs.append(obj)
+    so = str(mods / "nativeimp.cpython-311-aarch64-linux-gnu.so")
+    subprocess.run(["aarch64-linux-gnu-g++", "-shared", "-Wl,--build-id", "-o", so] + objs, check=True)
+    for name in ("ni_from_init", "ni_from_static", "ni_from_cpp"):
+        (mods / (name + ".py")).write_text("VALUE = %r\n" % name)
+    prog = tmp_path / "prog.py"
+    prog.write_text(PROGRAM.format(dir=str(mods)))
+    out = tmp_path / "traces"
+    env = dict(os.environ, A64_PRELOAD=LIB, IMPTRACE_OUTPUT=str(out) + "/", IMPTRACE_NATIVE_STACKS="1")
+    r = subprocess.run([arm64_python, str(prog)], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    files = traces(str(out))
+    proc = export(*files)["processes"][0]
+    assert proc["machine"] == "aarch64"
+    by_name = {i["name"]: i for i in proc["imports"]}
+    for name, (function, source, line) in expected_callers().items():
+        c = by_name[name]["native_caller"]
+        assert c and c["object"] == so and c["function"] == function and c["unsymbolised"] is None, c
+        assert c["file"].endswith("/native_importer/" + source) and c["line"] == line, c
+    assert [n for n, i in by_name.items() if i["native_caller"]] == list(expected_callers())

@@ -18,7 +18,7 @@ import subprocess
 
 import pytest
 
-from e2e_util import LIB, protoc_decodes, run, traces
+from e2e_util import LIB, export, protoc_decodes, run, traces
 
 PY = "/usr/bin/python3"
 
@@ -84,19 +84,24 @@ def test_no_cxx_runtime_or_protobuf_symbols_at_all():
         assert needle not in r.stdout, needle
 
 
+# With native stacks on, the tracer dlopens libunwind.so.8 RTLD_LOCAL: nothing binds to it
+# but what links it itself (Debian's torch loads libgstreamer, which does), so its _Unwind_*
+# and backtrace never take over the host's exceptions.
 @pytest.mark.skipif(not have_torch(), reason="Debian python3-torch not installed")
-def test_ld_debug_bindings_nothing_binds_to_us(tmp_path):
+@pytest.mark.parametrize("native", ["", "1"], ids=["", "native_stacks"])
+def test_ld_debug_bindings_nothing_binds_to_us(native, tmp_path):
     out = tmp_path / "out"
     logs = tmp_path / "ld"
     logs.mkdir()
     code = ("import torch\n"
             "try:\n    torch.zeros(3)[5]\nexcept IndexError as e:\n    print(e)\n")
     r = run([PY, "-c", code], traced=True, outdir=str(out),
-            env={"LD_DEBUG": "bindings", "LD_DEBUG_OUTPUT": str(logs / "ld")})
+            env={"LD_DEBUG": "bindings", "LD_DEBUG_OUTPUT": str(logs / "ld"), "IMPTRACE_NATIVE_STACKS": native})
     assert r.returncode == 0, r.stderr
     assert "out of bounds" in r.stdout
     lib = os.path.realpath(LIB)
-    bound_to_us, unwind_seen, unwind_to_us = [], 0, []
+    bound_to_us, unwind_seen, unwind_to_us, to_libunwind = [], 0, [], []
+    links_libunwind = {}
     pat = re.compile(r"binding file (\S+) \[\d+\] to (\S+) \[\d+\]: normal symbol `([^']+)'")
     for f in os.listdir(str(logs)):
         with open(str(logs / f), errors="replace") as fh:
@@ -106,6 +111,12 @@ def test_ld_debug_bindings_nothing_binds_to_us(tmp_path):
                     continue
                 src, dst, sym = m.groups()
                 src, dst = os.path.realpath(src), os.path.realpath(dst)
+                if "libunwind.so" in dst and "libunwind.so" not in src:
+                    if src not in links_libunwind:
+                        d = subprocess.run(["readelf", "-d", src], capture_output=True, text=True).stdout
+                        links_libunwind[src] = "[libunwind.so" in d
+                    if not links_libunwind[src]:
+                        to_libunwind.append(line.strip())
                 if sym.startswith("_Unwind_"):
                     unwind_seen += 1
                     if dst == lib:
@@ -115,9 +126,12 @@ def test_ld_debug_bindings_nothing_binds_to_us(tmp_path):
     assert unwind_seen > 0, "torch raised no C++ exception through the unwinder?"
     assert unwind_to_us == []
     assert bound_to_us == [], bound_to_us[:5]
+    assert to_libunwind == [], to_libunwind[:5]
     files = traces(str(out))
     assert len(files) == 1
     protoc_decodes(files[0])
+    if native:
+        assert any(i.get("native_stack") for i in export(files[0])["processes"][0]["imports"])
 
 
 TORCH_PROGRAMS = {
@@ -144,10 +158,12 @@ TORCH_PROGRAMS = {
 
 @pytest.mark.skipif(not have_torch(), reason="Debian python3-torch not installed")
 @pytest.mark.parametrize("name", sorted(TORCH_PROGRAMS))
-def test_torch_cxx_exceptions_same_traced(name, tmp_path):
+@pytest.mark.parametrize("native", ["", "1"], ids=["", "native_stacks"])
+def test_torch_cxx_exceptions_same_traced(name, native, tmp_path):
     code = TORCH_PROGRAMS[name]
     plain = run([PY, "-c", code], traced=False, cwd=str(tmp_path))
-    traced = run([PY, "-c", code], traced=True, outdir=str(tmp_path / "t"), cwd=str(tmp_path))
+    traced = run([PY, "-c", code], traced=True, outdir=str(tmp_path / "t"), cwd=str(tmp_path),
+                 env={"IMPTRACE_NATIVE_STACKS": native})
     assert (traced.returncode, traced.stdout, traced.stderr) == (plain.returncode, plain.stdout, plain.stderr)
     if name == "index_uncaught":
         assert plain.returncode == 1 and "IndexError: index 5 is out of bounds" in plain.stderr
