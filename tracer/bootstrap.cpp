@@ -5,13 +5,14 @@
 //     process; if there is none, it returns and the library is inert.
 //  2. It registers an audit hook (allowed before Py_Initialize). The first `import` audit
 //     event fires inside import.c just before it looks up
-//     importlib._bootstrap._find_and_load by attribute; the hook replaces that function in
-//     the module dict with a C callable (import_hook.cpp), so the very same import, and
-//     every later one, goes through the tracer.
+//     importlib._bootstrap._find_and_load by attribute; the hook swaps that function's C
+//     entry point (3.11: replaces it in the module dict with a C callable; import_hook.h),
+//     so the very same import, and every later one, goes through the tracer.
 //  3. sys.modules writes are seen by a dict watcher (3.12+) or found by comparing a
 //     shadow copy at import boundaries (3.8-3.11; modules_observer.cpp, modules_shadow.cpp).
-//  4. Proxy classes found under sys.modules keys, and PEP 562 module __getattr__, get a C
-//     wrapper around their __getattr__/__setattr__ (proxies.cpp).
+//  4. Proxy classes found under sys.modules keys, and PEP 562 module __getattr__, have
+//     their __getattr__/__setattr__ observed at the functions' C entry points
+//     (proxy_observer.h).
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
