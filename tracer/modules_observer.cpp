@@ -269,6 +269,19 @@ void drop_pending_pop(ThreadState& t) {
   t.pending_pop_value = nullptr;
 }
 
+// Whether the code deleting a key is importlib's (the pop of its pop-and-reinsert), with no
+// error pending.
+bool pop_by_import_system(ThreadState& t) {
+  ++t.inside_tracer;
+  bool r;
+  {
+    WriterLock lock;  // a code object seen for the first time has its names interned
+    r = caller_is_importlib();
+  }
+  --t.inside_tracer;
+  return r;
+}
+
 int modules_watcher(int event, PyObject* dict, PyObject* key, PyObject* new_value) {
   if (!g_settings.enabled || dict != sys_modules() || finalizing()) return 0;
   ThreadState& t = ts();
@@ -285,9 +298,10 @@ int modules_watcher(int event, PyObject* dict, PyObject* key, PyObject* new_valu
     if (!t.pending_pop_key && in && in->name == key) return 0;
   } else if (event == DICT_DELETED && key && !t.pending_pop_key) {
     // The pop half of the import system's pop-and-reinsert (3.12+ _load_unlocked): held
-    // until the re-insert, as below, without the slow path's locking.
+    // until the re-insert, as below, without the slow path's error juggling. Only
+    // importlib's own pop: a module taking itself out during its own import is a removal.
     const InFlight* in = innermost(t);
-    if (in && in->name == key && !py.PyErr_Occurred()) {
+    if (in && in->name == key && !py.PyErr_Occurred() && pop_by_import_system(t)) {
       if (PyObject* old = dict_lookup(dict, key)) {
         py.Py_IncRef(key);
         t.pending_pop_key = key;
@@ -321,7 +335,7 @@ int modules_watcher(int event, PyObject* dict, PyObject* key, PyObject* new_valu
       if (event == DICT_ADDED && key_is_import) {
         // The import system's own insertion of the module it is loading: the Import
         // record says it; only later replacements are news.
-      } else if (event == DICT_DELETED && key_is_import && old) {
+      } else if (event == DICT_DELETED && key_is_import && old && caller_is_importlib()) {
         py.Py_IncRef(key);
         t.pending_pop_key = key;
         t.pending_pop_value = old;
