@@ -30,6 +30,9 @@ std::string object_kind(const ObjectRef& o);                       // "module", 
 std::string describe(const ObjectRef& o, const std::string& origin);  // "module 'a' (a/__init__.py)"
 std::string format_duration(uint64_t ns);                          // "12.3 ms"
 std::string history_text(const std::vector<EntryText>& h);         // "1. ...; then 2. ..."
+// " at F:L", or where the change was seen only at the next import boundary
+// ", seen at the next import, at F:L" ("" for an unknown place).
+std::string place_text(const Location& at, bool precise);
 
 // ---- the comparisons of a group pair (role = the bad group's key) --------------------------
 // diff_identity.cpp: what sat under a key (sys_modules_replaced, proxy_in_sys_modules);
