@@ -44,11 +44,15 @@ bool in_failure_reporting(const std::vector<Location>& stack) {
 }
 
 bool import_in_failure_reporting(const Process& p, const Import& im) {
+  // A reporting module's own top-level imports run when it is imported, not while it
+  // reports: only its functions count.
+  auto reporting = [](const Location& l) {
+    return !l.empty() && l.function.str() != "<module>" && is_failure_reporting_frame(l);
+  };
   const Import* x = &im;
   // Bounded by the number of imports: a parent always began before its child.
   for (size_t n = 0; x && n <= p.imports.size(); ++n) {
-    if (is_failure_reporting_frame(x->importer) || (!x->trigger.empty() && is_failure_reporting_frame(x->trigger)))
-      return true;
+    if (reporting(x->importer) || reporting(x->trigger)) return true;
     x = x->parent_pos >= 0 && static_cast<size_t>(x->parent_pos) < p.imports.size()
             ? &p.imports[static_cast<size_t>(x->parent_pos)] : nullptr;
   }

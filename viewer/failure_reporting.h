@@ -20,8 +20,9 @@ namespace model {
 bool is_failure_reporting_frame(const Location& loc);
 // Some frame of `stack` (innermost first) is one of the above.
 bool in_failure_reporting(const std::vector<Location>& stack);
-// An import of `p` made inside failure reporting: its importer or trigger is such a frame,
-// or that of an import enclosing it (what `import ast` in traceback.py imports in turn).
+// An import of `p` made inside failure reporting: its importer or trigger is such a frame
+// (in a function: a reporting module's top-level imports are its own import), or that of
+// an import enclosing it (what `import ast` in traceback.py imports in turn).
 bool import_in_failure_reporting(const Process& p, const Import& im);
 
 }  // namespace model
