@@ -83,6 +83,7 @@ void install_in_current_interpreter() {
   m.interp = interp;
   watch_process_end();
   m.module_spec_type = py.PyDict_GetItemString(d, "ModuleSpec");
+  m.bootstrap_dict = d;
   PyObject* sys_module = py.PyDict_GetItemString(modules, "sys");
   if (sys_module) m.sys_dict = py.PyModule_GetDict(sys_module);
   if (m.module_spec_type) py.Py_IncRef(m.module_spec_type);  // deliberate: process lifetime

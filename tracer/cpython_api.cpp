@@ -112,6 +112,7 @@ bool resolve_cpython_api() {
     want(py.PyBytes_Size, "PyBytes_Size");
   }
   want(py.PyFrame_GetCode, "PyFrame_GetCode");
+  want(py.PyEval_GetGlobals, "PyEval_GetGlobals");
   want(py.PyCFunction_Type, "PyCFunction_Type");
   want(py.PyObject_Vectorcall, "PyObject_Vectorcall");
   want(py.PyType_Lookup, "_PyType_Lookup");

@@ -123,6 +123,7 @@ struct CPythonApi {
 
   // Frames. 3.9+ has accessors; 3.8 reads the same facts through frame attributes.
   PyObject* (*PyEval_GetFrame)() = nullptr;
+  PyObject* (*PyEval_GetGlobals)() = nullptr;  // borrowed; makes no frame object
   PyObject* (*PyFrame_GetBack)(PyObject*) = nullptr;  // 3.9+, new reference
   PyObject* (*PyFrame_GetCode)(PyObject*) = nullptr;  // 3.9+, new reference
   int (*PyFrame_GetLineNumber)(PyObject*) = nullptr;

@@ -269,17 +269,15 @@ void drop_pending_pop(ThreadState& t) {
   t.pending_pop_value = nullptr;
 }
 
-// Whether the code deleting a key is importlib's (the pop of its pop-and-reinsert), with no
-// error pending.
-bool pop_by_import_system(ThreadState& t) {
-  ++t.inside_tracer;
-  bool r;
-  {
-    WriterLock lock;  // a code object seen for the first time has its names interned
-    r = caller_is_importlib();
-  }
-  --t.inside_tracer;
-  return r;
+// Whether the code deleting a key is importlib's own (_load_unlocked's pop, which it
+// re-inserts at once, or its removal of a module whose execution failed): the running
+// frame's globals are importlib._bootstrap's. PyEval_GetGlobals reads them without making
+// a frame object (which asking for the frame's code would: hundreds of instructions per
+// import). Unknown: taken as importlib's.
+bool deleted_by_import_system() {
+  PyObject* bootstrap = g_main_interpreter.bootstrap_dict;
+  if (!bootstrap || !py.PyEval_GetGlobals) return true;
+  return py.PyEval_GetGlobals() == bootstrap;
 }
 
 int modules_watcher(int event, PyObject* dict, PyObject* key, PyObject* new_value) {
@@ -301,7 +299,7 @@ int modules_watcher(int event, PyObject* dict, PyObject* key, PyObject* new_valu
     // until the re-insert, as below, without the slow path's error juggling. Only
     // importlib's own pop: a module taking itself out during its own import is a removal.
     const InFlight* in = innermost(t);
-    if (in && in->name == key && !py.PyErr_Occurred() && pop_by_import_system(t)) {
+    if (in && in->name == key && !py.PyErr_Occurred() && deleted_by_import_system()) {
       if (PyObject* old = dict_lookup(dict, key)) {
         py.Py_IncRef(key);
         t.pending_pop_key = key;
@@ -335,7 +333,7 @@ int modules_watcher(int event, PyObject* dict, PyObject* key, PyObject* new_valu
       if (event == DICT_ADDED && key_is_import) {
         // The import system's own insertion of the module it is loading: the Import
         // record says it; only later replacements are news.
-      } else if (event == DICT_DELETED && key_is_import && old && caller_is_importlib()) {
+      } else if (event == DICT_DELETED && key_is_import && old && deleted_by_import_system()) {
         py.Py_IncRef(key);
         t.pending_pop_key = key;
         t.pending_pop_value = old;
