@@ -23,28 +23,37 @@ void audit_hook_step_in() {
 namespace {
 
 // os.execv and os.execve are the only ways Python code execs (every os.exec* variant ends
-// in one of them), so os's and posix's two functions are wrapped once os has been
-// imported; the wrappers are C functions (no frame, unchanged tracebacks) that call the
-// original with the same arguments.
-PyObject* exec_wrapper(PyObject* orig, PyObject* args, PyObject* kwargs) {
+// in one of them), and os._exit ends the process without finalisation or exit handlers.
+// All three are posix's builtins; the tracer swaps the C function in their PyMethodDef
+// entries (patch_builtin_function) for one of the same calling convention that does its
+// work and then calls CPython's. The function objects in os and posix stay the very
+// objects they were, with their names, docs and signatures; a call keeps its frames and
+// traceback. The entries are shared by every interpreter's posix module: an exec or
+// _exit in a sub-interpreter ends the process too, and is recorded the same way.
+struct PosixOriginals {
+  PyCFunctionFast execv;  // METH_FASTCALL (3.8-3.13)
+  PyObject* (*execve)(PyObject*, PyObject* const*, Py_ssize_t, PyObject*);  // METH_FASTCALL | METH_KEYWORDS
+  PyObject* (*exit)(PyObject*, PyObject* const*, Py_ssize_t, PyObject*);    // same
+};
+PosixOriginals g_posix;
+
+PyObject* execv_hook(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   before_exec();
-  return py.PyObject_Call(orig, args, kwargs);
+  return g_posix.execv(self, args, nargs);
 }
 
-PyMethodDef g_execv_def = {"execv", reinterpret_cast<void*>(exec_wrapper), METH_VARARGS | METH_KEYWORDS,
-                           "imptrace: gives back the trace's reserve, then runs os.execv"};
-PyMethodDef g_execve_def = {"execve", reinterpret_cast<void*>(exec_wrapper), METH_VARARGS | METH_KEYWORDS,
-                            "imptrace: gives back the trace's reserve, then runs os.execve"};
+PyObject* execve_hook(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  before_exec();
+  return g_posix.execve(self, args, nargs, kwnames);
+}
 
-// os._exit ends the process without finalisation or exit handlers: its wrapper writes the
-// end record with the status, then calls the original. A status that is not an int is
-// left to the original to refuse (the process then goes on).
-PyObject* os_exit_wrapper(PyObject* orig, PyObject* args, PyObject* kwargs) {
-  PyObject* status = args && py.PyTuple_Size(args) == 1 && !kwargs ? py.PyTuple_GetItem(args, 0) : nullptr;
+// Writes the end record with the status, then calls the original. A status that is not an
+// int is left to the original to refuse (the process then goes on).
+PyObject* os_exit_hook(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject* status = nargs == 1 && !kwnames ? args[0] : nullptr;
   // Py_TPFLAGS_LONG_SUBCLASS (the same bit on 3.8-3.13): an int, read without running
   // any __index__ of the program's.
-  constexpr unsigned long kLongSubclass = 1UL << 24;
-  if (status && (py.PyType_GetFlags(type_of(status)) & kLongSubclass)) {
+  if (g_settings.enabled && status && (py.PyType_GetFlags(type_of(status)) & TPFLAGS_LONG_SUBCLASS)) {
     long n = py.PyLong_AsLong(status);
     if (n == -1 && py.PyErr_Occurred()) {
       py.PyErr_Clear();
@@ -55,22 +64,13 @@ PyObject* os_exit_wrapper(PyObject* orig, PyObject* args, PyObject* kwargs) {
       record_os_exit(n);
     }
   }
-  return py.PyObject_Call(orig, args, kwargs);
+  return g_posix.exit(self, args, nargs, kwnames);
 }
 
-PyMethodDef g_os_exit_def = {"_exit", reinterpret_cast<void*>(os_exit_wrapper), METH_VARARGS | METH_KEYWORDS,
-                             "imptrace: records how the process ends, then runs os._exit"};
-
-// Replaces `name` in os's and posix's dicts (the same builtin in both) by one wrapper.
-bool wrap_exec_function(PyObject* os_dict, PyObject* posix_dict, Name& name, PyMethodDef* def) {
-  PyObject* orig = dict_get_n(os_dict, name);
-  if (!orig || !py.PyCFunction_Type || type_of(orig) != py.PyCFunction_Type) return false;
-  Ref wrapper(py.PyCFunction_NewEx(def, orig, nullptr));
-  if (!wrapper || py.PyDict_SetItemString(os_dict, name.text, wrapper.get()) < 0) { py.PyErr_Clear(); return false; }
-  if (posix_dict && dict_get_n(posix_dict, name) == orig &&
-      py.PyDict_SetItemString(posix_dict, name.text, wrapper.get()) < 0)
-    py.PyErr_Clear();
-  return true;
+// Swaps the entry of os's function `name` (null when absent or not the builtin expected).
+void* observe_posix_function(PyObject* os_dict, Name& name, int flags, void* hook) {
+  PyObject* fn = dict_get_n(os_dict, name);
+  return fn ? patch_builtin_function(fn, name.text, flags, hook) : nullptr;
 }
 
 // Modules whose import means sub-interpreters may be created.
@@ -100,15 +100,20 @@ void keep_audit_hook_where_needed(PyObject* name, PyObject* module) {
   if (!s || n < kShortestWatched || n > kLongestWatched || (s[0] != '_' && s[0] != 'o')) return;
   if (n == 2 && s[0] == 'o' && s[1] == 's' && !g_audit_hook.exec_wrapped) {
     PyObject* os_dict = type_of(module) == py.PyModule_Type ? py.PyModule_GetDict(module) : nullptr;
-    PyObject* posix = dict_get_n(g_main_interpreter.sys_modules, NAME("posix"));
-    PyObject* posix_dict = posix && type_of(posix) == py.PyModule_Type ? py.PyModule_GetDict(posix) : nullptr;
-    g_audit_hook.exec_wrapped = os_dict && wrap_exec_function(os_dict, posix_dict, NAME("execv"), &g_execv_def) &&
-                                wrap_exec_function(os_dict, posix_dict, NAME("execve"), &g_execve_def);
+    if (os_dict && !g_posix.execv)
+      g_posix.execv = reinterpret_cast<PyCFunctionFast>(
+          observe_posix_function(os_dict, NAME("execv"), METH_FASTCALL, reinterpret_cast<void*>(execv_hook)));
+    if (os_dict && !g_posix.execve)
+      g_posix.execve = reinterpret_cast<decltype(g_posix.execve)>(observe_posix_function(
+          os_dict, NAME("execve"), METH_FASTCALL | METH_KEYWORDS, reinterpret_cast<void*>(execve_hook)));
+    g_audit_hook.exec_wrapped = g_posix.execv && g_posix.execve;
     if (!g_audit_hook.exec_wrapped) {
       g_audit_hook.needed = true;
       audit_hook_step_in();
     }
-    if (os_dict) wrap_exec_function(os_dict, posix_dict, NAME("_exit"), &g_os_exit_def);
+    if (os_dict && !g_posix.exit)
+      g_posix.exit = reinterpret_cast<decltype(g_posix.exit)>(observe_posix_function(
+          os_dict, NAME("_exit"), METH_FASTCALL | METH_KEYWORDS, reinterpret_cast<void*>(os_exit_hook)));
     watch_fatal_signals();
     return;
   }

@@ -6,7 +6,7 @@
 // is needed again:
 //  - a module that creates sub-interpreters is imported (their first import must reach
 //    the hook to be traced);
-//  - os's exec functions could not be wrapped;
+//  - os's exec functions could not be observed;
 //  - while C code creates a sub-interpreter (Py_NewInterpreter*, seen where libpython is
 //    shared: embedding.cpp), for the imports its creation makes.
 // __class__ assignments are seen by object's __class__ setter instead (patched at
@@ -24,7 +24,7 @@ struct AuditHookPlace {
   void* entry;        // our node in the list (allocated at registration, see bootstrap.cpp)
   void** head;        // the word in _PyRuntime that points at the list
   bool stepped_out;
-  bool exec_wrapped;  // os.execv/os.execve are wrapped: the os.exec event is not needed
+  bool exec_wrapped;  // os.execv/os.execve are observed: the os.exec event is not needed
   bool needed;        // a module that creates sub-interpreters was imported in this lifetime
   int creating;       // sub-interpreters being created by C code right now (atomic)
 };
@@ -36,8 +36,8 @@ void audit_hook_step_out();
 // Back at the head of the runtime's list (GIL held, or no interpreter at all).
 void audit_hook_step_in();
 
-// After a successful import in the main interpreter: wraps os's exec functions when `os`
-// arrives, and brings the hook back when a module arrives that needs it.
+// After a successful import in the main interpreter: observes os's exec and _exit
+// functions when `os` arrives, and brings the hook back when a module arrives that needs it.
 void keep_audit_hook_where_needed(PyObject* name, PyObject* module);
 
 // Before the process image is replaced, the file gives back its reserve (the new image

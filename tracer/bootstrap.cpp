@@ -5,13 +5,14 @@
 //     process; if there is none, it returns and the library is inert.
 //  2. It registers an audit hook (allowed before Py_Initialize). The first `import` audit
 //     event fires inside import.c just before it looks up
-//     importlib._bootstrap._find_and_load by attribute; the hook replaces that function in
-//     the module dict with a C callable (import_hook.cpp), so the very same import, and
-//     every later one, goes through the tracer.
+//     importlib._bootstrap._find_and_load by attribute; the hook swaps that function's C
+//     entry point (3.11: replaces it in the module dict with a C callable; import_hook.h),
+//     so the very same import, and every later one, goes through the tracer.
 //  3. sys.modules writes are seen by a dict watcher (3.12+) or found by comparing a
 //     shadow copy at import boundaries (3.8-3.11; modules_observer.cpp, modules_shadow.cpp).
-//  4. Proxy classes found under sys.modules keys, and PEP 562 module __getattr__, get a C
-//     wrapper around their __getattr__/__setattr__ (proxies.cpp).
+//  4. Proxy classes found under sys.modules keys, and PEP 562 module __getattr__, have
+//     their __getattr__/__setattr__ observed at the functions' C entry points
+//     (proxy_observer.h).
 //  5. An embedding host may finalise the interpreter and initialise it again. Py_AtExit
 //     runs the tracer's function once Py_FinalizeEx has finished: it marks the lifetime's
 //     end, forgets every object of the finalised interpreter, and puts the audit hook back
@@ -103,6 +104,7 @@ void install_in_current_interpreter() {
   bool end_watched = py.Py_AtExit && py.Py_AtExit(lifetime_ended) == 0;
   watch_process_end();
   m.module_spec_type = py.PyDict_GetItemString(d, "ModuleSpec");
+  m.bootstrap_dict = d;
   PyObject* sys_module = py.PyDict_GetItemString(modules, "sys");
   if (sys_module) m.sys_dict = py.PyModule_GetDict(sys_module);
   if (m.module_spec_type) py.Py_IncRef(m.module_spec_type);  // deliberate: process lifetime

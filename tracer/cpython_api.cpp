@@ -114,10 +114,12 @@ bool resolve_cpython_api() {
     want(py.PyBytes_Size, "PyBytes_Size");
   }
   want(py.PyFrame_GetCode, "PyFrame_GetCode");
+  want(py.PyEval_GetGlobals, "PyEval_GetGlobals");
   want(py.PyCFunction_Type, "PyCFunction_Type");
   want(py.PyObject_Vectorcall, "PyObject_Vectorcall");
   want(py.PyType_Lookup, "_PyType_Lookup");
   want(py.PyFunction_Vectorcall, "_PyFunction_Vectorcall");
+  if (py.minor >= 12) want(py.PyFunction_SetVectorcall, "PyFunction_SetVectorcall");
   if (py.minor >= 12) {
     want(py.PyDict_AddWatcher, "PyDict_AddWatcher");
     want(py.PyDict_Watch, "PyDict_Watch");
@@ -225,6 +227,28 @@ VectorcallFn* function_vectorcall(PyObject* fn) {
   auto offset = reinterpret_cast<intptr_t>(*offset_word);
   if (offset <= 0 || offset > layout::kMaxFunctionVectorcallOffset || offset % 8) return nullptr;
   return reinterpret_cast<VectorcallFn*>(reinterpret_cast<char*>(fn) + offset);
+}
+
+void set_function_vectorcall(PyObject* fn, VectorcallFn* entry, VectorcallFn value) {
+  if (py.PyFunction_SetVectorcall) {
+    py.PyFunction_SetVectorcall(fn, value);
+  } else {
+    __atomic_store_n(entry, value, __ATOMIC_RELEASE);
+  }
+}
+
+bool python_calls_reach_function_entry() { return py.minor != 11; }
+
+void* patch_builtin_function(PyObject* fn, const char* name, int flags, void* hook) {
+  if (!fn || !py.PyCFunction_Type || py.ob_type_offset < 0 || type_of(fn) != py.PyCFunction_Type) return nullptr;
+  const char* f = reinterpret_cast<const char*>(fn) + py.ob_type_offset;
+  PyMethodDef* def = *reinterpret_cast<PyMethodDef* const*>(f + layout::kCFunctionMethod);
+  if (!def || !def->ml_name || strcmp(def->ml_name, name) != 0 || def->ml_flags != flags || !def->ml_meth ||
+      def->ml_meth == hook)
+    return nullptr;
+  void* orig = def->ml_meth;
+  if (!store_slot(&def->ml_meth, hook)) return nullptr;
+  return orig;
 }
 
 ObjObjArgProc patch_dict_ass_subscript(ObjObjArgProc hook) {

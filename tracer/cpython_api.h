@@ -132,6 +132,7 @@ struct CPythonApi {
 
   // Frames. 3.9+ has accessors; 3.8 reads the same facts through frame attributes.
   PyObject* (*PyEval_GetFrame)() = nullptr;
+  PyObject* (*PyEval_GetGlobals)() = nullptr;  // borrowed; makes no frame object
   PyObject* (*PyFrame_GetBack)(PyObject*) = nullptr;  // 3.9+, new reference
   PyObject* (*PyFrame_GetCode)(PyObject*) = nullptr;  // 3.9+, new reference
   int (*PyFrame_GetLineNumber)(PyObject*) = nullptr;
@@ -159,6 +160,8 @@ struct CPythonApi {
   PyObject* (*PyType_Lookup)(PyObject*, PyObject*) = nullptr;
   // Every Python function's own C entry point (exported 3.8-3.12; 3.13 keeps it internal).
   PyObject* (*PyFunction_Vectorcall)(PyObject*, PyObject* const*, size_t, PyObject*) = nullptr;
+  // Sets a function's entry point and clears its version (3.12+), see set_function_vectorcall.
+  void (*PyFunction_SetVectorcall)(PyObject*, PyObject* (*)(PyObject*, PyObject* const*, size_t, PyObject*)) = nullptr;
 
   bool has_dict_watchers() const { return PyDict_AddWatcher && PyDict_Watch; }
 
@@ -204,6 +207,8 @@ constexpr size_t kMpAssSubscript = 2;  // PyMappingMethods: mp_length, mp_subscr
 constexpr size_t kGetsetName = 0, kGetsetGet = 1, kGetsetSet = 2;  // PyGetSetDef words
 constexpr size_t kTpAsNumber = 12;
 constexpr size_t kNbAdd = 0, kNbOr = 15, kNbInplaceOr = 28;  // PyNumberMethods words
+// PyCFunctionObject (a builtin function): m_ml, its PyMethodDef, from ob_type (3.8-3.13).
+constexpr int kCFunctionMethod = 8;
 // PyMethodDescrObject: PyDescr_COMMON (the header, d_type, d_name, d_qualname), then
 // d_method, from ob_type (3.8-3.13).
 constexpr int kMethodDescrMethod = 32;
@@ -361,6 +366,28 @@ DestructorFn patch_module_dealloc(DestructorFn hook);
 // not a plain Python function or the layout is not the one expected.
 typedef PyObject* (*VectorcallFn)(PyObject*, PyObject* const*, size_t, PyObject*);
 VectorcallFn* function_vectorcall(PyObject* fn);
+
+// Sets the entry point `entry` (from function_vectorcall(fn)) to `value`. 3.12+ also
+// clears the function's version (PyFunction_SetVectorcall), so that the specialising
+// interpreter, which inlines calls of the version it saw, stops inlining calls of it; from
+// then on every call, from C or from Python code, goes through the entry point.
+void set_function_vectorcall(PyObject* fn, VectorcallFn* entry, VectorcallFn value);
+
+// Whether a call of a Python function made by Python code goes through the function's
+// entry point: 3.8-3.10 call every function through it; 3.12+ inline a call only while the
+// entry point is CPython's own. 3.11's CALL inlines any Python function without looking
+// at its entry point (checked: a swapped entry point sees no call from Python code).
+bool python_calls_reach_function_entry();
+
+// A builtin function (builtin_function_or_method) points at a static PyMethodDef, shared
+// by every function object made from it (os.execv and posix.execv are one object; a
+// sub-interpreter's posix makes its own from the same entry). Every call reads that
+// entry's ml_meth when it runs (3.11's specialised CALL included). This swaps the ml_meth
+// of `fn`'s entry for `hook` when the entry is named `name` with ml_flags `flags` (the
+// calling convention `hook` has), and returns the original; null when `fn` is not such a
+// function, the entry is not the one expected, or it already holds `hook`. The function
+// objects, names, docs and signatures stay as they are.
+void* patch_builtin_function(PyObject* fn, const char* name, int flags, void* hook);
 
 // Frame walking, one spelling for all versions. Returns new references.
 PyObject* frame_back(PyObject* frame);

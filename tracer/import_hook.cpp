@@ -27,12 +27,34 @@ using namespace fields;
 // Import indices, in the order imports begin (on any thread).
 uint64_t g_next_import_index = 0;
 
-// Calls importlib's function with the arguments our fast-call entry received (`kwnames`:
-// the names of the last arguments, passed by keyword): as they are (3.9+), else up to
-// three positional arguments through CPython's small-stack call (no tuple) and anything
-// more with a tuple and a dict.
-PyObject* call_original(PyObject* orig, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames = nullptr) {
-  if (py.PyObject_Vectorcall) return py.PyObject_Vectorcall(orig, args, static_cast<size_t>(nargs), kwnames);
+// importlib's own function as the hook reaches it: the function itself through CPython's
+// entry point (`entry`, when the function's entry point is observed in place), or, where
+// the function in the dict was replaced, the original function object called through the
+// C API.
+struct Callee {
+  PyObject* fn;
+  VectorcallFn entry;
+};
+
+// The argument count in a vectorcall's `nargsf` (PY_VECTORCALL_ARGUMENTS_OFFSET is its
+// top bit).
+Py_ssize_t vectorcall_nargs(size_t nargsf) {
+  return static_cast<Py_ssize_t>(nargsf & ~(size_t(1) << (8 * sizeof(size_t) - 1)));
+}
+
+// CPython's entry point of Python functions, the one the observed functions had.
+VectorcallFn g_function_entry = nullptr;
+
+// Calls importlib's function with the arguments the hook received (`nargsf`: the count,
+// with the vectorcall offset flag as received; `kwnames`: the names of the last
+// arguments, passed by keyword). A replaced function is called as it was asked (3.9+),
+// else up to three positional arguments through CPython's small-stack call (no tuple) and
+// anything more with a tuple and a dict.
+PyObject* call_original(const Callee& c, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  if (c.entry) return c.entry(c.fn, args, nargsf, kwnames);
+  PyObject* orig = c.fn;
+  Py_ssize_t nargs = vectorcall_nargs(nargsf);
+  if (py.PyObject_Vectorcall) return py.PyObject_Vectorcall(orig, args, nargsf, kwnames);
   Py_ssize_t nkw = kwnames ? py.PyTuple_Size(kwnames) : 0;
   if (nkw == 0) {
     if (nargs == 2) return py.PyObject_CallFunctionObjArgs(orig, args[0], args[1], nullptr);
@@ -55,9 +77,9 @@ PyObject* call_original(PyObject* orig, PyObject* const* args, Py_ssize_t nargs,
   return py.PyObject_Call(orig, tuple.get(), kwargs.get());
 }
 
-// importlib._bootstrap._handle_fromlist, replaced like _find_and_load: notes the frame
+// importlib._bootstrap._handle_fromlist, observed like _find_and_load: notes the frame
 // that asked for the fromlist, then runs the original.
-PyObject* handle_fromlist_hook(PyObject* orig, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+PyObject* handle_fromlist_hook(const Callee& orig, PyObject* const* args, size_t nargs, PyObject* kwnames) {
   ThreadState& t = ts();
   PyObject* saved_frame = t.fromlist_frame;
   int saved_depth = t.fromlist_depth;
@@ -243,12 +265,12 @@ void record_import_end(ThreadState& t, const InFlight& self, PyObject* name, PyO
   if (self.inserted && same_epoch) inflight_note_inserted(self.name_id, nullptr);
 }
 
-PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t nargs) {
+PyObject* find_and_load_hook(const Callee& orig, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   InterpreterScope scope;
   ThreadState& t = ts();
-  if (!g_settings.enabled || t.inside_tracer || !TraceWriter::usable() || nargs < 1 || t.depth >= kMaxDepth ||
-      !thread_import_stack(t))
-    return call_original(orig, args, nargs);
+  if (!g_settings.enabled || t.inside_tracer || !TraceWriter::usable() || vectorcall_nargs(nargsf) < 1 ||
+      t.depth >= kMaxDepth || !thread_import_stack(t))
+    return call_original(orig, args, nargsf, kwnames);
   PyObject* name = args[0];
   bool main_interp = t.interpreter == HookInterpreter::main;
   bool shadowing = main_interp && !py.has_dict_watchers() && g_main_interpreter.sys_modules && !finalizing();
@@ -276,7 +298,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
   rec.begin_ns = TraceWriter::now_ns();
   t.stack[t.depth++] = InFlight{rec.index, name, begin_name_id, begin_epoch, TraceWriter::generation(), false, nullptr};
 
-  PyObject* res = call_original(orig, args, nargs);
+  PyObject* res = call_original(orig, args, nargsf, kwnames);
 
   rec.end_ns = TraceWriter::now_ns();
   --t.depth;
@@ -313,29 +335,59 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
   return res;
 }
 
+// The entry points observing importlib's functions in place.
+PyObject* find_and_load_entry(PyObject* fn, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  return find_and_load_hook(Callee{fn, g_function_entry}, args, nargsf, kwnames);
+}
+
+PyObject* handle_fromlist_entry(PyObject* fn, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  return handle_fromlist_hook(Callee{fn, g_function_entry}, args, nargsf, kwnames);
+}
+
+// Where the function must be replaced (3.11, see hook_importlib), a builtin standing in for
+// it, holding the original as its `self`.
+PyObject* find_and_load_replacement(PyObject* orig, PyObject* const* args, Py_ssize_t nargs) {
+  return find_and_load_hook(Callee{orig, nullptr}, args, static_cast<size_t>(nargs), nullptr);
+}
+
 PyMethodDef g_find_and_load_def = {
-    "_find_and_load", reinterpret_cast<void*>(find_and_load_hook), METH_FASTCALL,
+    "_find_and_load", reinterpret_cast<void*>(find_and_load_replacement), METH_FASTCALL,
     "imptrace: records the import, then runs importlib's _find_and_load"};
 
-PyMethodDef g_handle_fromlist_def = {
-    "_handle_fromlist", reinterpret_cast<void*>(handle_fromlist_hook), METH_FASTCALL | METH_KEYWORDS,
-    "imptrace: notes who asked, then runs importlib's _handle_fromlist"};
+// Observes `fn` (a Python function) in place through `hook`; false when it is not a
+// Python function or its entry point is not CPython's (someone else's: a profiler, a JIT).
+bool observe_in_place(PyObject* fn, VectorcallFn hook) {
+  VectorcallFn* entry = function_vectorcall(fn);
+  if (!entry) return false;
+  VectorcallFn cur = __atomic_load_n(entry, __ATOMIC_ACQUIRE);
+  if (cur == hook) return true;  // this interpreter's function, seen before
+  // CPython's entry point: exported up to 3.12; on 3.13 the first function's (importlib's,
+  // at the first import, before any other code could have changed it).
+  if (!g_function_entry) g_function_entry = py.PyFunction_Vectorcall ? py.PyFunction_Vectorcall : cur;
+  if (cur != g_function_entry) return false;
+  set_function_vectorcall(fn, entry, hook);
+  return true;
+}
 
 }  // namespace
 
 bool hook_importlib(PyObject* d) {
   PyObject* orig = d ? dict_get_n(d, NAME("_find_and_load")) : nullptr;
   if (!orig) { py.PyErr_Clear(); return false; }
-  Ref hook(py.PyCFunction_NewEx(&g_find_and_load_def, orig, nullptr));
-  if (!hook || py.PyDict_SetItemString(d, "_find_and_load", hook.get()) < 0) {
-    py.PyErr_Clear();
-    return false;
+  // Observed in place where every call reaches the function's entry point. On 3.11 the
+  // calls made by Python code (importlib.import_module -> _gcd_import -> _find_and_load)
+  // would not, so there the function in the dict is replaced.
+  if (!python_calls_reach_function_entry() || !observe_in_place(orig, find_and_load_entry)) {
+    Ref hook(py.PyCFunction_NewEx(&g_find_and_load_def, orig, nullptr));
+    if (!hook || py.PyDict_SetItemString(d, "_find_and_load", hook.get()) < 0) {
+      py.PyErr_Clear();
+      return false;
+    }
   }
-  // Optional: without it, importers are found by walking the stack.
-  if (PyObject* fromlist = dict_get_n(d, NAME("_handle_fromlist"))) {
-    Ref fl_hook(py.PyCFunction_NewEx(&g_handle_fromlist_def, fromlist, nullptr));
-    if (!fl_hook || py.PyDict_SetItemString(d, "_handle_fromlist", fl_hook.get()) < 0) py.PyErr_Clear();
-  }
+  // Optional: without it, importers are found by walking the stack. CPython's import calls
+  // it from C, which reaches the entry point on every version (on 3.11 the calls made by
+  // importlib.__import__, Python code, do not: their importers come from the walk).
+  if (PyObject* fromlist = dict_get_n(d, NAME("_handle_fromlist"))) observe_in_place(fromlist, handle_fromlist_entry);
   return true;
 }
 

@@ -270,6 +270,17 @@ void drop_pending_pop(ThreadState& t) {
   t.pending_pop_value = nullptr;
 }
 
+// Whether the code deleting a key is importlib's own (_load_unlocked's pop, which it
+// re-inserts at once, or its removal of a module whose execution failed): the running
+// frame's globals are importlib._bootstrap's. PyEval_GetGlobals reads them without making
+// a frame object (which asking for the frame's code would: hundreds of instructions per
+// import). Unknown: taken as importlib's.
+bool deleted_by_import_system() {
+  PyObject* bootstrap = g_main_interpreter.bootstrap_dict;
+  if (!bootstrap || !py.PyEval_GetGlobals) return true;
+  return py.PyEval_GetGlobals() == bootstrap;
+}
+
 int modules_watcher(int event, PyObject* dict, PyObject* key, PyObject* new_value) {
   if (!g_settings.enabled || dict != sys_modules() || finalizing()) return 0;
   ThreadState& t = ts();
@@ -286,9 +297,10 @@ int modules_watcher(int event, PyObject* dict, PyObject* key, PyObject* new_valu
     if (!t.pending_pop_key && in && in->name == key) return 0;
   } else if (event == DICT_DELETED && key && !t.pending_pop_key) {
     // The pop half of the import system's pop-and-reinsert (3.12+ _load_unlocked): held
-    // until the re-insert, as below, without the slow path's locking.
+    // until the re-insert, as below, without the slow path's error juggling. Only
+    // importlib's own pop: a module taking itself out during its own import is a removal.
     const InFlight* in = innermost(t);
-    if (in && in->name == key && !py.PyErr_Occurred()) {
+    if (in && in->name == key && !py.PyErr_Occurred() && deleted_by_import_system()) {
       if (PyObject* old = dict_lookup(dict, key)) {
         py.Py_IncRef(key);
         t.pending_pop_key = key;
@@ -322,7 +334,7 @@ int modules_watcher(int event, PyObject* dict, PyObject* key, PyObject* new_valu
       if (event == DICT_ADDED && key_is_import) {
         // The import system's own insertion of the module it is loading: the Import
         // record says it; only later replacements are news.
-      } else if (event == DICT_DELETED && key_is_import && old) {
+      } else if (event == DICT_DELETED && key_is_import && old && deleted_by_import_system()) {
         py.Py_IncRef(key);
         t.pending_pop_key = key;
         t.pending_pop_value = old;

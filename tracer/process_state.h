@@ -21,6 +21,7 @@ struct MainInterpreter {
   PyObject* sys_modules;       // its sys.modules (a reference kept for the process)
   PyObject* sys_dict;          // its sys.__dict__ (borrowed from sys, which lives on)
   PyObject* module_spec_type;  // importlib's ModuleSpec (a reference kept)
+  PyObject* bootstrap_dict;    // importlib._bootstrap's dict (borrowed: its module lives on)
   // Set by the audit hook's last event (when it is listed); Py_IsFinalizing says the same
   // earlier. From then on CPython itself empties sys.modules (values set to None, keys
   // deleted), which is teardown, not the program's doing.

@@ -45,7 +45,7 @@ Finding binding_finding(const std::vector<BindingRep>& items, const BindingFact*
     if (parent && bf.replaced_by >= 0) {
       EntryText e = materialize(pf, parent->entries[bf.replaced_by]);
       replaced_by = describe(e.obj, e.origin);
-      if (!e.set_by.empty()) replaced_by += " at " + format_location(e.set_by);
+      if (!e.set_by.empty()) replaced_by += place_text(e.set_by, e.precise);
     } else {
       replaced_by = "removal from sys.modules";
     }

@@ -50,6 +50,11 @@ std::string format_duration(uint64_t ns) {
 }
 
 
+std::string place_text(const Location& at, bool precise) {
+  if (at.empty()) return precise ? std::string() : ", seen at the next import";
+  return (precise ? " at " : ", seen at the next import, at ") + format_location(at);
+}
+
 std::string history_text(const std::vector<EntryText>& h) {
   std::string s;
   size_t n = 0;
@@ -58,7 +63,7 @@ std::string history_text(const std::vector<EntryText>& h) {
     s += std::to_string(++n) + ". " + describe(e.obj, e.origin);
     if (e.before_trace) s += " already there";
     else s += e.via_import ? " by the import system" : " by assignment";
-    if (!e.via_import && !e.set_by.empty()) s += " at " + format_location(e.set_by);
+    if (!e.via_import) s += place_text(e.set_by, e.precise);
     if (e.relation != "new object") s += " (" + e.relation + ")";
     for (const auto& cc : e.class_changes) {
       s += ", class changed to " + cc.first;
@@ -66,7 +71,7 @@ std::string history_text(const std::vector<EntryText>& h) {
     }
     if (!e.reloads.empty())
       s += e.reloads.size() == 1 ? ", reloaded" : ", reloaded " + std::to_string(e.reloads.size()) + " times";
-    if (e.removed) s += ", removed";
+    if (e.removed) s += ", removed" + place_text(e.removed_at, e.removal_precise);
   }
   return s.empty() ? "nothing" : s;
 }

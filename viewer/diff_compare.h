@@ -32,6 +32,9 @@ std::string format_duration(uint64_t ns);                          // "12.3 ms"
 std::string history_text(const std::vector<EntryText>& h);         // "1. ...; then 2. ..."
 // A loader's repr without its address ("<...SourceFileLoader object at 0x?>"; diff_modules.cpp).
 std::string normalize_loader(const std::string& loader);
+// " at F:L", or where the change was seen only at the next import boundary
+// ", seen at the next import, at F:L" ("" for an unknown place).
+std::string place_text(const Location& at, bool precise);
 
 // ---- the comparisons of a group pair (role = the bad group's key) --------------------------
 // diff_identity.cpp: what sat under a key (sys_modules_replaced, proxy_in_sys_modules);

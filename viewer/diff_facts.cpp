@@ -101,6 +101,11 @@ EntryText materialize(const ProcFacts& f, const KeyEntry& l) {
   else if (l.import) e.set_by = norm.loc(l.import->importer);
   if (const model::Str* test = l.test()) e.test = *test;
   e.removed = l.removed;
+  e.precise = !l.change || l.change->precision == model::Precision::Exact;
+  if (l.removal) {
+    e.removal_precise = l.removal->precision == model::Precision::Exact;
+    if (!l.removal->stack.empty()) e.removed_at = norm.loc(l.removal->stack[0]);
+  }
   for (const model::ModulesChange* c : l.reloads) {
     const Location* at = model::outside_importlib(c->stack);
     e.reloads.push_back(at ? norm.loc(*at) : Location());

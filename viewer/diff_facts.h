@@ -99,6 +99,11 @@ struct EntryText {
   std::vector<Location> stack;      // relativized, a few frames
   std::string test;
   bool removed = false;
+  Location removed_at;              // relativized; empty when unknown
+  // False when its arrival (removal) was seen only at the next import boundary (3.8-3.11:
+  // a write the tracer could not see as it happened): set_by (removed_at) is then where
+  // that import ran.
+  bool precise = true, removal_precise = true;
   std::vector<Location> reloads;    // where importlib.reload ran it again, relativized
   std::vector<std::pair<std::string, Location>> class_changes;  // (class, where), relativized
 };

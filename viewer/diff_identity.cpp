@@ -43,7 +43,7 @@ void blocked_finding(const std::string& key, const EntryText& e, const std::vect
   Finding f = key_finding(Kind::ImportBlocked, key, bh, gh, pf, role);
   f.severity = Severity::Warning;
   f.summary = "sys.modules['" + key + "'] = None blocks `import " + key + "` (ImportError)";
-  if (!e.set_by.empty()) f.summary += ", set at " + format_location(e.set_by);
+  if (!e.set_by.empty()) f.summary += ", set" + place_text(e.set_by, e.precise);
   place_at(f, e);
   out.add(std::move(f));
 }
@@ -84,7 +84,7 @@ void replaced_finding(const std::string& key, const std::vector<EntryText>& bh,
                   " instead of " +
                   (gh && !gh->empty() ? describe((*gh)[0].obj, (*gh)[0].origin) : std::string("nothing"));
     }
-    if (!e.set_by.empty()) f.summary += " at " + format_location(e.set_by);
+    if (!e.via_import || !e.set_by.empty()) f.summary += place_text(e.set_by, e.precise);
   } else if (gh && i < gh->size()) {
     const EntryText& e = (*gh)[i];
     f.severity = Severity::Warning;
@@ -96,6 +96,13 @@ void replaced_finding(const std::string& key, const std::vector<EntryText>& bh,
     // Same entries, different class changes, relation or removal details.
     f.severity = Severity::Warning;
     f.summary = k + ": what sat under the name differs";
+    for (size_t j = 0; j < bh.size(); ++j) {
+      if (!bh[j].removed || (gh && j < gh->size() && (*gh)[j].removed)) continue;
+      f.summary = k + ": " + describe(bh[j].obj, bh[j].origin) + " removed in the bad run" +
+                  place_text(bh[j].removed_at, bh[j].removal_precise) + "; the good run kept it";
+      if (!bh[j].removed_at.empty()) f.where.push_back(bh[j].removed_at);
+      break;
+    }
     for (size_t j = 0; j < bh.size(); ++j) {
       const auto& bc = bh[j].class_changes;
       auto same_classes = [&](const std::vector<std::pair<std::string, Location>>& gc) {
@@ -128,7 +135,7 @@ void proxy_finding(const std::string& key, const std::vector<EntryText>& bh,
     f.severity = Severity::Error;
     f.summary = "sys.modules['" + key + "'] holds a proxy: " + describe(e.obj, e.origin) +
                 (e.via_import ? " from the import system" : " put there by assignment");
-    if (!e.set_by.empty()) f.summary += " at " + format_location(e.set_by);
+    if (!e.set_by.empty()) f.summary += place_text(e.set_by, e.precise);
     place_at(f, e);
     out.add(std::move(f));
     return;

@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "diff_compare.h"
+#include "failure_reporting.h"
 #include "import_time.h"
 
 namespace imptrace {
@@ -140,6 +141,42 @@ struct Reach {
   std::unordered_set<std::string_view> unfinished;
 };
 
+namespace {
+
+// The modules imported only inside one run's failure reporting, added to the role's
+// failure_reporting entry (made by compare_accesses when lookups were folded too).
+void fold_reporting_imports(const std::vector<std::string_view>& bad_only,
+                            const std::vector<std::string_view>& good_only, const std::string& role,
+                            Findings& out) {
+  if (bad_only.empty() && good_only.empty()) return;
+  auto list = [](const std::vector<std::string_view>& names) {
+    std::string s;
+    for (size_t i = 0; i < names.size() && i < 10; ++i) s += (i ? ", " : "") + std::string(names[i]);
+    if (names.size() > 10) s += ", ... (" + std::to_string(names.size() - 10) + " more)";
+    return s;
+  };
+  auto count = [](size_t n) { return std::to_string(n) + (n == 1 ? " module" : " modules"); };
+  std::string text;
+  if (!bad_only.empty()) text = count(bad_only.size()) + " imported only by the bad run's failure reporting (" + list(bad_only) + ")";
+  if (!good_only.empty())
+    text += (text.empty() ? "" : "; ") + count(good_only.size()) + " imported only by the good run's failure reporting (" +
+            list(good_only) + ")";
+  for (Finding& f : out.out) {
+    if (f.kind != Kind::FailureReporting || f.process != role) continue;
+    f.summary += "; " + text;
+    if (!bad_only.empty()) f.bad += "; imported " + list(bad_only);
+    if (!good_only.empty()) f.good = "imported " + list(good_only);
+    return;
+  }
+  Finding f = new_finding(Kind::FailureReporting, Severity::Info, "", role, UINT64_MAX - 1);
+  f.summary = text + ": the test runner or traceback formatting a failure, consequences of the failure, not causes";
+  f.bad = bad_only.empty() ? "no module imported this way" : "imported " + list(bad_only);
+  f.good = good_only.empty() ? "no failure was reported this way" : "imported " + list(good_only);
+  out.add(std::move(f));
+}
+
+}  // namespace
+
 Reach reach_of_cut_short(const Group& g, const Group& b) {
   Reach r;
   bool cut = false;
@@ -168,6 +205,10 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
   // stopped: what the good run imported after that point was not reached, not missing.
   const Reach reach = reach_of_cut_short(g, b);
   std::vector<std::string_view> unreached;
+  // Modules only one run imported, and only inside its failure reporting (traceback's
+  // `import ast` to draw carets under a failing line): consequences of a failure, folded
+  // into the failure_reporting entry. Good's are those of a failure the bad run did not have.
+  std::vector<std::string_view> reporting[2];  // [in_bad]
   auto aggregate = [&](const Group& from, const Group& other, Kind kind, bool in_bad) {
     std::unordered_map<std::string_view, std::vector<std::string_view>> by_top;
     std::vector<std::string_view> tops;
@@ -178,6 +219,11 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
       if (o && (o->ok_facts || !o->failed.empty())) continue;  // import_failed tells that story
       if (!in_bad && (from.mods->value(i).pos > reach.pos || reach.unfinished.count(name))) {
         unreached.push_back(name);
+        continue;
+      }
+      const ModFacts& m = from.mods->value(i);
+      if (model::import_in_failure_reporting(*m.ok_process->p, *m.ok_facts->first_ok)) {
+        reporting[in_bad].push_back(name);
         continue;
       }
       std::string_view t = name.substr(0, name.find('.'));
@@ -222,6 +268,7 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
   };
   aggregate(b, g, Kind::ModuleAdded, true);
   aggregate(g, b, Kind::ModuleMissing, false);
+  fold_reporting_imports(reporting[1], reporting[0], role, out);
   if (unreached.empty()) return;
   Finding f = new_finding(Kind::ModuleMissing, Severity::Info, std::string(unreached[0]), role, UINT64_MAX - 1);
   std::string list;

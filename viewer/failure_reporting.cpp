@@ -25,11 +25,11 @@ bool is_failure_reporting_frame(const Location& loc) {
   if (file.find("/_pytest/_code/") != std::string_view::npos) return true;
   if (ends_with(file, "/_pytest/reports.py") || ends_with(file, "/_pytest/terminal.py")) return true;
   if (ends_with(file, "/unittest/result.py")) return true;
-  // The stdlib's traceback module (not some package's own traceback.py: it sits in a
-  // directory named like "python3.11").
-  constexpr std::string_view kTraceback = "/traceback.py";
-  if (ends_with(file, kTraceback)) {
-    std::string_view dir = file.substr(0, file.size() - kTraceback.size());
+  // The stdlib's traceback and linecache modules (not some package's own traceback.py:
+  // they sit in a directory named like "python3.11").
+  for (std::string_view tail : {std::string_view("/traceback.py"), std::string_view("/linecache.py")}) {
+    if (!ends_with(file, tail)) continue;
+    std::string_view dir = file.substr(0, file.size() - tail.size());
     size_t start = dir.rfind('/');
     std::string_view base = start == std::string_view::npos ? dir : dir.substr(start + 1);
     return base.compare(0, 6, "python") == 0;
@@ -40,6 +40,22 @@ bool is_failure_reporting_frame(const Location& loc) {
 bool in_failure_reporting(const std::vector<Location>& stack) {
   for (const auto& loc : stack)
     if (is_failure_reporting_frame(loc)) return true;
+  return false;
+}
+
+bool import_in_failure_reporting(const Process& p, const Import& im) {
+  // A reporting module's own top-level imports run when it is imported, not while it
+  // reports: only its functions count.
+  auto reporting = [](const Location& l) {
+    return !l.empty() && l.function.str() != "<module>" && is_failure_reporting_frame(l);
+  };
+  const Import* x = &im;
+  // Bounded by the number of imports: a parent always began before its child.
+  for (size_t n = 0; x && n <= p.imports.size(); ++n) {
+    if (reporting(x->importer) || reporting(x->trigger)) return true;
+    x = x->parent_pos >= 0 && static_cast<size_t>(x->parent_pos) < p.imports.size()
+            ? &p.imports[static_cast<size_t>(x->parent_pos)] : nullptr;
+  }
   return false;
 }
 

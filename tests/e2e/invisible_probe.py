@@ -9,8 +9,9 @@ plain-object proxy with __getattr__/__setattr__, and a PEP 562 module; each goes
 an import boundary (where the tracer learns of it) and then forwards. Then, for every
 module in sys.modules: its vars() keys and the type of each value, and for each function
 (at module level, and in the module's own classes) its signature, qualname, doc and
-source; whether each module-level function pickles by reference; and pydoc's text of the
-proxy modules and of a few PEP 562 ones.
+source; whether each module-level function pickles by reference; pydoc's text of the
+proxy modules and of a few PEP 562 ones; and, in detail, the functions the tracer observes
+to follow imports and the process's end (ENTRY_POINTS).
 """
 import hashlib
 import importlib
@@ -112,6 +113,45 @@ def setup_proxies(workdir):
     return out
 
 
+# The functions the tracer observes for its own work, each under every name Python code
+# reaches it by: importlib's find-and-load and fromlist handling (importlib._bootstrap is
+# _frozen_importlib), the exec functions and os._exit (os re-exports posix's builtins).
+ENTRY_POINTS = [(("importlib._bootstrap", "_frozen_importlib"), "_find_and_load"),
+                (("importlib._bootstrap", "_frozen_importlib"), "_handle_fromlist"),
+                (("os", "posix"), "_exit"),
+                (("os", "posix"), "execv"),
+                (("os", "posix"), "execve")]
+
+
+def describe_entry_points(lines):
+    """Identity, type, names, signature, doc, source, code, repr and pickling of each entry
+    point, as the line `entry MODULE.NAME WHAT=VALUE`."""
+    import importlib._bootstrap  # noqa: F401  (imported by importlib already)
+    for modules, name in ENTRY_POINTS:
+        f = getattr(sys.modules[modules[0]], name)
+        prefix = "entry %s.%s" % (modules[0], name)
+        for m in modules:
+            lines.append("%s same_in_%s=%s" % (prefix, m, outcome(
+                lambda: sys.modules[m].__dict__[name] is f and getattr(sys.modules[m], name) is f)))
+        lines.append("%s type=%s" % (prefix, type(f).__qualname__))
+        for attr in ("__name__", "__qualname__", "__module__", "__text_signature__", "__wrapped__"):
+            lines.append("%s %s=%s" % (prefix, attr, outcome(lambda: getattr(f, attr))))
+        lines.append("%s self=%s" % (prefix, outcome(lambda: f.__self__)))
+        lines.append("%s isfunction=%s isbuiltin=%s" % (prefix, inspect.isfunction(f), inspect.isbuiltin(f)))
+        lines.append("%s repr=%s" % (prefix, text(repr(f))))
+        describe_function(prefix, f, lines)
+        lines.append("%s doc_text=%s" % (prefix, outcome(lambda: f.__doc__.splitlines()[0])))
+        lines.append("%s code=%s" % (prefix, outcome(lambda: (
+            f.__code__.co_name, f.__code__.co_filename, f.__code__.co_firstlineno, f.__code__.co_varnames,
+            hashlib.sha1(f.__code__.co_code).hexdigest()))))
+        lines.append("%s globals_are_module=%s" % (prefix, outcome(
+            lambda: f.__globals__ is sys.modules[modules[0]].__dict__)))
+        lines.append("%s defaults=%s kwdefaults=%s" % (prefix, outcome(lambda: f.__defaults__),
+                                                         outcome(lambda: f.__kwdefaults__)))
+        lines.append("%s pickles=%s" % (prefix, outcome(lambda: pickle.loads(pickle.dumps(f)) is f)))
+        lines.append("%s reduce=%s" % (prefix, outcome(lambda: f.__reduce__())))
+
+
 WORKDIR = None  # where the probe's own modules are written: differs between the two runs
 
 
@@ -177,6 +217,7 @@ def main():
     modules = sorted((k, v) for k, v in list(sys.modules.items()) if isinstance(k, str))
     for name, m in modules:
         describe_module(name, m, lines)
+    describe_entry_points(lines)
     for name in ("invis_modproxy", "invis_pep562", "invis_proxies", "concurrent.futures", "json"):
         if name in sys.modules:
             doc = pydoc.render_doc(sys.modules[name], renderer=pydoc.plaintext)

@@ -2,7 +2,7 @@
 (CPython builds an argument tuple for every audit event while any C hook is listed), and
 back in when a module that can create sub-interpreters is imported;
 IMPTRACE_AUDIT_HOOK=1 keeps it listed. What it did there is still recorded: __class__
-assignments (object's setter), the reserve given back at exec (wrapped os.execv/execve)
+assignments (object's setter), the reserve given back at exec (os.execv/execve observed)
 and sub-interpreters (see test_programs, test_lifecycle, test_subinterpreters, which run
 with the hook out)."""
 import pytest

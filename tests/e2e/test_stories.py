@@ -157,6 +157,30 @@ def test_removal_is_located_exactly_or_says_it_was_seen_later(py, how, tmp_path)
 
 
 @pytest.mark.parametrize("py", PYS, ids=ident)
+def test_diff_of_a_removal_says_where_it_was_seen(py, tmp_path):
+    """A removal made by C code (PyDict_DelItemString through ctypes): 3.12+'s dict watcher
+    locates it exactly; 3.8-3.11 find it at the next import, and the diff says so rather
+    than claim that import's line as the place."""
+    code = ("import ctypes, json, sys\n"
+            "x = %s\n"
+            "y = 1\n"
+            "import csv\n")
+    good = trace_script(tmp_path, "keep", py, code % "0")
+    bad = trace_script(tmp_path, "cdel", py, code % 'ctypes.pythonapi.PyDict_DelItemString('
+                       'ctypes.py_object(sys.modules), b"json")')
+    exact = why([bad], "json")["entries"][0]["precision"] == "exact"
+    rc, d = diff_json(good, bad)
+    top = d["findings"][0]
+    assert rc == 1 and top["kind"] == "sys_modules_replaced" and top["module"] == "json", top
+    if exact:
+        assert "removed in the bad run at story.py:2 " in top["summary"], top["summary"]
+        assert "seen at the next import" not in top["summary"] + top["bad"], top
+    else:
+        assert "removed in the bad run, seen at the next import, at story.py:4 " in top["summary"], top["summary"]
+        assert "removed, seen at the next import, at story.py:4 " in top["bad"], top["bad"]
+
+
+@pytest.mark.parametrize("py", PYS, ids=ident)
 def test_update_replacement_is_located(py, tmp_path):
     code = "import json, sys, types\nm = types.ModuleType('json')\nsys.modules.update({'json': m})\nimport csv\n"
     d = trace_script(tmp_path, "update", py, code)
@@ -423,6 +447,38 @@ def test_seed_scenario_cause_first_and_nothing_else_loud(py, runner, tmp_path):
     assert len(reporting) <= 1 and all(f["severity"] == "info" for f in reporting)
     if reporting:
         assert d["findings"].index(reporting[0]) > max(i for i, f in enumerate(d["findings"]) if f in loud(d["findings"]))
+
+
+@pytest.mark.parametrize("py", PYS, ids=ident)
+def test_imports_made_while_reporting_a_failure_are_folded(py, tmp_path):
+    """The bad run's test errors on a line with a non-ASCII name: unittest prints the
+    traceback, and 3.11.4+'s traceback imports unicodedata to place its carets. That import
+    is a consequence of the failure: one failure_reporting entry says so, no module_added."""
+    code = """\
+        import sys, unittest
+        FAIL = len(sys.argv) > 1
+
+        class T(unittest.TestCase):
+            def test_it(self):
+                d = {"\u00e4": [1]}
+                x = 1 + d["\u00e4"][2 if FAIL else 0] * 3
+                self.assertEqual(x, 4)
+
+        unittest.main(argv=sys.argv[:1])
+        """
+    good = trace_script(tmp_path, "passes", py, code)
+    bad = trace_script(tmp_path, "errors", py, code, args=["fail"], expect_rc=1)
+    by_traceback = [i for i in export_json(bad)["processes"][0]["imports"]
+                    if i["name"] == "unicodedata" and (i["importer"] or {}).get("file") == "traceback.py"]
+    rc, d = diff_json(good, bad)
+    assert rc == 0, loud(d["findings"])
+    assert not [f for f in d["findings"] if f["kind"] in ("module_added", "module_missing")], d["findings"]
+    reporting = [f for f in d["findings"] if f["kind"] == "failure_reporting"]
+    if by_traceback:
+        assert len(reporting) == 1 and reporting[0]["severity"] == "info", reporting
+        assert "unicodedata" in reporting[0]["summary"] and "bad run's failure reporting" in reporting[0]["summary"]
+    else:  # 3.8-3.11.3 draw no carets from unicodedata
+        assert not reporting, reporting
 
 
 # ---- show: normal Python is not an anomaly ---------------------------------------------
