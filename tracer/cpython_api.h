@@ -1,5 +1,5 @@
 // The CPython C API as the tracer sees it: resolved at run time from the host process,
-// never linked, so one libimptrace.so serves CPython 3.8-3.13, static and shared, release
+// never linked, so one libimptrace.so serves CPython 3.8-3.15, static and shared, release
 // and debug builds. This file and cpython_api.cpp are the only places that know anything
 // version-specific about CPython; everything else calls through `py`.
 //
@@ -55,7 +55,7 @@ typedef int (*DictWatchCallback)(int event, PyObject* dict, PyObject* key, PyObj
 // constructor fills it in before main, and a dynamic initialiser running after it (static
 // initialisation order is not defined between the two) would put the defaults back.
 struct CPythonApi {
-  int minor = 0;  // 3.<minor>, from Py_GetVersion
+  int minor = 0;  // 3.<minor>, from Py_GetVersion (kFirstMinor to kLastMinor once resolved)
   bool shared = false;
   bool debug = false;
 
@@ -162,9 +162,21 @@ struct CPythonApi {
 
 extern CPythonApi py;
 
-// Looks the API up in the running process. False: this is not a CPython 3.8+ process (or a
-// part we need is missing) and the tracer must stay inert.
-bool resolve_cpython_api();
+// The CPython versions this tracer knows: 3.<kFirstMinor> to 3.<kLastMinor>.
+constexpr int kFirstMinor = 8;
+constexpr int kLastMinor = 15;
+
+// What resolve_cpython_api found in the running process.
+enum class CPythonSupport {
+  absent,   // not a CPython process: the tracer stays inert, no file
+  unknown,  // a CPython this tracer does not know (another version, or a part missing):
+            // not traced, and its trace says so
+  known,    // traced
+};
+// Looks the API up in the running process. For `unknown`, `why` gets the reason in a few
+// words ("this tracer knows CPython 3.8-3.15"); py.shared and py.debug are set from
+// `unknown` on.
+CPythonSupport resolve_cpython_api(char* why, size_t why_size);
 
 // Where fields sit in CPython's objects, 3.8-3.13 (release and debug builds alike; the
 // one difference, Py_TRACE_REFS's two list links in front of every object, is found at
@@ -225,6 +237,12 @@ inline PyObject* type_of(PyObject* o) {
 // often a method-cache miss, then the same dict). 3.11+ keep them inline and would build
 // a dict when asked for it, so there attributes are looked up.
 inline bool instance_attributes_in_dict() { return py.minor < 11; }
+
+// 3.8-3.14 raise the `import` audit event in import.c, just before it looks up
+// importlib._bootstrap._find_and_load; 3.15 raises it from that function's own Python code,
+// once the lookup has been made. There the tracer takes its place at an earlier event
+// (importlib's code is unmarshalled, and sys.path's files opened, before the first import).
+inline bool import_audit_inside_importlib() { return py.minor >= 15; }
 
 // 3.10+ keep atexit's callbacks in the interpreter (PyInterpreterState.atexit), so a
 // second atexit module object (made when `atexit` is imported again after leaving

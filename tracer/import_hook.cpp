@@ -239,11 +239,13 @@ void record_import_end(ThreadState& t, const InFlight& self, PyObject* name, PyO
   if (self.inserted && same_epoch) inflight_note_inserted(self.name_id, nullptr);
 }
 
-PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t nargs) {
+// `kwnames`: 3.15's importlib passes lazy_submodule=True by keyword (a `lazy from pkg import
+// name` that may name a submodule), and its own retries pass it on.
+PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   InterpreterScope scope;
   ThreadState& t = ts();
   if (!g_settings.enabled || t.inside_tracer || !TraceWriter::usable() || nargs < 1 || t.depth >= kMaxDepth)
-    return call_original(orig, args, nargs);
+    return call_original(orig, args, nargs, kwnames);
   PyObject* name = args[0];
   bool main_interp = t.interpreter == HookInterpreter::main;
   bool shadowing = main_interp && !py.has_dict_watchers() && g_main_interpreter.sys_modules && !finalizing();
@@ -271,7 +273,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
   rec.begin_ns = TraceWriter::now_ns();
   t.stack[t.depth++] = InFlight{rec.index, name, begin_name_id, begin_epoch, TraceWriter::generation(), false, nullptr};
 
-  PyObject* res = call_original(orig, args, nargs);
+  PyObject* res = call_original(orig, args, nargs, kwnames);
 
   rec.end_ns = TraceWriter::now_ns();
   --t.depth;
@@ -309,7 +311,7 @@ PyObject* find_and_load_hook(PyObject* orig, PyObject* const* args, Py_ssize_t n
 }
 
 PyMethodDef g_find_and_load_def = {
-    "_find_and_load", reinterpret_cast<void*>(find_and_load_hook), METH_FASTCALL,
+    "_find_and_load", reinterpret_cast<void*>(find_and_load_hook), METH_FASTCALL | METH_KEYWORDS,
     "imptrace: records the import, then runs importlib's _find_and_load"};
 
 PyMethodDef g_handle_fromlist_def = {

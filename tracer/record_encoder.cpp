@@ -93,3 +93,16 @@ void encode_import(const ImportRecord& c) {
 }
 
 }  // namespace imptrace
+
+namespace imptrace {
+
+void encode_not_traced(const char* why) {
+  auto r = TraceWriter::begin_record(fields::Record::note);
+  auto& b = TraceWriter::buf();
+  wire::put_string(b, fields::Note::text, why);
+  wire::put_uint(b, fields::Note::time_ns, TraceWriter::now_ns());
+  wire::put_bool(b, fields::Note::not_traced, true);
+  TraceWriter::end_record(r);
+}
+
+}  // namespace imptrace

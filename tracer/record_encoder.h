@@ -116,3 +116,10 @@ struct ImportRecord {
 void encode_import(const ImportRecord& r);
 
 }  // namespace imptrace
+
+namespace imptrace {
+
+// The one record of a process the tracer does not trace (imptrace.Note, not_traced).
+void encode_not_traced(const char* why);
+
+}  // namespace imptrace

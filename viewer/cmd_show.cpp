@@ -145,6 +145,11 @@ void show_process(const model::Process& p, std::ostream& out, bool all_failures)
   out << "  trace " << p.source_file << " (schema " << p.schema_major << "." << p.schema_minor;
   if (!p.tracer_version.empty()) out << ", tracer " << p.tracer_version;
   out << ")" << (p.truncated ? " TRUNCATED" : "") << "\n";
+  if (!p.not_traced.empty()) {
+    // Nothing else follows in such a trace: no counts, no end, only the reason.
+    out << "  " << p.not_traced << "\n";
+    return;
+  }
   out << "  how it ended: " << model::end_text(p.end)
       << (model::ended_abnormally(p.end) ? "  <- ended abnormally: the trace stops there" : "") << "\n";
 

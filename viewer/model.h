@@ -274,6 +274,7 @@ struct SysPathSnapshot {
 struct Note {
   std::string text;
   uint64_t time_ns = 0;
+  bool not_traced = false;  // the tracer left the process alone; text says why
 };
 
 // How a process ended (ProcessEnd). A trace without an end record stops before its
@@ -323,6 +324,8 @@ struct Process {
   std::vector<ProxyClass> proxy_classes;
   std::vector<SysPathSnapshot> sys_paths;
   std::vector<Note> notes;       // from the tracer
+  // Why the tracer left this process alone (a CPython it does not know); empty: traced.
+  std::string not_traced;
   ProcessEnd end;                // the last end record; How::None when there is none
 
   // From the reader: truncation, malformed records skipped, undefined string ids.

@@ -528,9 +528,11 @@ class Decoder {
     bool ok = for_each_field(r, [&](uint32_t f, WireType wt, Reader& rr) {
       if (f == F::Note::text) return get_string(wt, rr, n.text);
       if (f == F::Note::time_ns) return get_u64(wt, rr, n.time_ns);
+      if (f == F::Note::not_traced) return get_bool(wt, rr, n.not_traced);
       return false;
     });
     if (!ok) return false;
+    if (n.not_traced) proc_.not_traced = n.text;
     proc_.notes.push_back(std::move(n));
     return true;
   }
