@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "diff_compare.h"
+#include "failure_reporting.h"
 #include "import_time.h"
 
 namespace imptrace {
@@ -197,6 +198,9 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
       f.order = in_bad ? b.pos_of(names[0]) : UINT64_MAX - 1;
       const ModFacts& rep = *from.mod(names[0]);
       const Import& im = *rep.ok_facts->first_ok;
+      // A module a test runner's failure report imported (3.14+'s traceback imports
+      // _suggestions to suggest a name) follows from the failure: not a cause.
+      if (model::is_failure_reporting_frame(im.importer)) f.severity = Severity::Info;
       Location l = rep.ok_process->norm->loc(im.importer);
       if (!l.empty()) f.where.push_back(l);
       f.test = im.test;
