@@ -75,13 +75,23 @@ def _sid_check():
     return None
 
 
-def sid_interpreters(versions=SID_VERSIONS):
-    """pytest parameters for the chroot's interpreters: skipped, with the reason, when the
-    chroot cannot be used here."""
+def sid_python(version):
+    """The wrapper that runs the chroot's python<version> ("3.14", "3.15", "3.14-dbg")."""
+    return os.path.join(SID_WRAPPERS, "python" + version)
+
+
+def sid_marks():
+    """What a test parameter on the chroot's interpreters carries: a skip with the reason
+    when the chroot cannot be used here."""
     import pytest
     why = sid_unavailable()
-    paths = [os.path.join(SID_WRAPPERS, "python" + v) for v in versions]
-    return [pytest.param(p, marks=pytest.mark.skip(reason=why)) if why else p for p in paths]
+    return [pytest.mark.skip(reason=why)] if why else []
+
+
+def sid_interpreters(versions=SID_VERSIONS):
+    """pytest parameters for the chroot's interpreters (skipped, saying why, without it)."""
+    import pytest
+    return [pytest.param(sid_python(v), marks=sid_marks()) for v in versions]
 
 
 def clean_env(**extra):
