@@ -142,6 +142,10 @@ CPythonSupport resolve_cpython_api(char* why, size_t why_size) {
     want(py.PyDict_AddWatcher, "PyDict_AddWatcher");
     want(py.PyDict_Watch, "PyDict_Watch");
   }
+  if (py.minor >= 15) {
+    want(py.PyLazyImport_Type, "PyLazyImport_Type");
+    want(py.PyObject_Repr, "PyObject_Repr");
+  }
 
   // The object header layout, told by None's type pointer (Py_TYPE is part of the stable
   // ABI; only Py_TRACE_REFS builds put two list links in front of it).

@@ -148,7 +148,13 @@ struct CPythonApi {
   // Every Python function's own C entry point (exported 3.8-3.12; 3.13 keeps it internal).
   PyObject* (*PyFunction_Vectorcall)(PyObject*, PyObject* const*, size_t, PyObject*) = nullptr;
 
+  // PEP 810 (3.15+): the type of the objects a lazy import binds until first use, and the
+  // repr that names what one will import.
+  PyObject* PyLazyImport_Type = nullptr;
+  PyObject* (*PyObject_Repr)(PyObject*) = nullptr;
+
   bool has_dict_watchers() const { return PyDict_AddWatcher && PyDict_Watch; }
+  bool has_lazy_imports() const { return PyLazyImport_Type && PyObject_Repr && has_dict_watchers(); }
 
   // Where an object's type pointer sits: after ob_refcnt (8), plus two words of
   // Py_TRACE_REFS list links in such debug builds; -1 when neither layout matched None.

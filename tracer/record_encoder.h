@@ -123,3 +123,18 @@ namespace imptrace {
 void encode_not_traced(const char* why);
 
 }  // namespace imptrace
+
+namespace imptrace {
+
+// A lazy binding declared (imptrace.LazyImport) or resolved (imptrace.LazyReified).
+struct LazyBindingRecord {
+  bool declared = false;
+  uint32_t module = 0, name = 0;
+  uint32_t target = 0;                          // declared
+  const ObjectDescription* object = nullptr;    // resolved
+  const CodeLocation* at = nullptr;             // the statement, or the first use
+  RecordContext context;
+};
+void encode_lazy_binding(const LazyBindingRecord& r);
+
+}  // namespace imptrace

@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "failure_reporting.h"
 #include "import_time.h"
+#include "lazy_imports.h"
 
 namespace imptrace {
 namespace {
@@ -130,6 +131,49 @@ std::vector<Anomaly> find_anomalies(const model::Process& p) {
 
 namespace {
 
+// PEP 810 (3.15): how many lazy bindings were declared, resolved at first use, failed
+// there or never used; the failed ones with both places, then the never-used ones.
+template <typename Rel>
+void show_lazy_imports(const model::Process& p, std::ostream& out, const Rel& rel) {
+  if (p.lazy_declared.empty()) return;
+  const auto stories = model::lazy_stories(p);
+  size_t resolved = 0, failed = 0, unused = 0;
+  for (const auto& s : stories) {
+    if (s.failed) ++failed;
+    else if (s.resolved) ++resolved;
+    else ++unused;
+  }
+  out << "  lazy imports (PEP 810): " << stories.size() << " declared, " << resolved << " resolved at first use, "
+      << failed << " failed at first use, " << unused << " declared and never used\n";
+  auto declared = [&](const model::LazyDeclared& d) {
+    out << "    " << d.target << " (" << d.module << "." << d.name << ")";
+  };
+  if (failed) {
+    out << "  lazy imports that failed at first use:\n";
+    Lister l{out};
+    for (const auto& s : stories) {
+      if (!s.failed || !l.add()) continue;
+      declared(*s.declared);
+      out << ": " << s.failed->error_text() << "\n";
+      if (!s.declared->declared_at.empty()) out << "      declared at " << format_location(rel(s.declared->declared_at)) << "\n";
+      if (!s.failed->importer.empty()) out << "      first used at " << format_location(rel(s.failed->importer)) << "\n";
+      if (!s.failed->test.empty()) out << "      during test " << s.failed->test << "\n";
+    }
+    l.finish();
+  }
+  if (unused) {
+    out << "  lazy imports declared and never used:\n";
+    Lister l{out};
+    for (const auto& s : stories) {
+      if (!s.never_used() || !l.add()) continue;
+      declared(*s.declared);
+      if (!s.declared->declared_at.empty()) out << " at " << format_location(rel(s.declared->declared_at));
+      out << "\n";
+    }
+    l.finish();
+  }
+}
+
 void show_process(const model::Process& p, std::ostream& out, bool all_failures) {
   const auto roots = p.sys_path_roots();
   auto rel = [&](const model::Location& loc) { return model::relative_location(loc, roots); };
@@ -227,6 +271,8 @@ void show_process(const model::Process& p, std::ostream& out, bool all_failures)
       }
     }
   }
+
+  show_lazy_imports(p, out, rel);
 
   // At most kMaxListed of each kind, in the order find_anomalies gives them.
   std::vector<Anomaly> anomalies = find_anomalies(p);

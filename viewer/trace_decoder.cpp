@@ -129,6 +129,8 @@ class Decoder {
         case F::Record::note: ok = note(body); break;
         case F::Record::process_end: ok = process_end(body); break;
         case F::Record::env_update: ok = env_update(body); break;
+        case F::Record::lazy_import: ok = lazy_import(body); break;
+        case F::Record::lazy_reified: ok = lazy_reified(body); break;
         default: kind = 0; break;  // a newer record kind: skip it
       }
       if (!ok) rr.ok = false;
@@ -440,6 +442,44 @@ class Decoder {
       return false;
     }
     return true;
+  }
+
+  bool lazy_import(Reader r) {
+    model::LazyDeclared d;
+    bool ok = for_each_field(r, [&](uint32_t f, WireType wt, Reader& rr) {
+      switch (f) {
+        case F::LazyImport::module: return get_str_id(wt, rr, d.module);
+        case F::LazyImport::name: return get_str_id(wt, rr, d.name);
+        case F::LazyImport::target: return get_str_id(wt, rr, d.target);
+        case F::LazyImport::declared_at: return location(wt, rr, d.declared_at);
+        case F::LazyImport::test: return get_str_id(wt, rr, d.test);
+        case F::LazyImport::time_ns: return get_u64(wt, rr, d.time_ns);
+        case F::LazyImport::thread: return get_u64(wt, rr, d.thread);
+        case F::LazyImport::during_import: return get_u64(wt, rr, d.during_import);
+        default: return false;
+      }
+    });
+    if (ok) proc_.lazy_declared.push_back(std::move(d));
+    return ok;
+  }
+
+  bool lazy_reified(Reader r) {
+    model::LazyResolved d;
+    bool ok = for_each_field(r, [&](uint32_t f, WireType wt, Reader& rr) {
+      switch (f) {
+        case F::LazyReified::module: return get_str_id(wt, rr, d.module);
+        case F::LazyReified::name: return get_str_id(wt, rr, d.name);
+        case F::LazyReified::object: return object(wt, rr, d.object);
+        case F::LazyReified::used_at: return location(wt, rr, d.used_at);
+        case F::LazyReified::test: return get_str_id(wt, rr, d.test);
+        case F::LazyReified::time_ns: return get_u64(wt, rr, d.time_ns);
+        case F::LazyReified::thread: return get_u64(wt, rr, d.thread);
+        case F::LazyReified::during_import: return get_u64(wt, rr, d.during_import);
+        default: return false;
+      }
+    });
+    if (ok) proc_.lazy_resolved.push_back(std::move(d));
+    return ok;
   }
 
   bool proxy_access(Reader r) {
