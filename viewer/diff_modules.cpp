@@ -9,6 +9,7 @@
 #include "diff_compare.h"
 #include "failure_reporting.h"
 #include "import_time.h"
+#include "lazy_imports.h"
 
 namespace imptrace {
 namespace diff {
@@ -119,6 +120,18 @@ void compare_failed(const Group& g, const Group& b, Findings& out) {
       if (!l.empty()) {
         f.summary += " (imported at " + format_location(l) + ")";
         f.where.push_back(l);
+      }
+      // PEP 810: the import ran at the first use of a lazy binding (a lazy run against an
+      // eager one moves it there); the statement that declared it is the other place.
+      if (!x.first->p->lazy_declared.empty()) {
+        for (const auto& s : model::lazy_stories(*x.first->p)) {
+          if (s.failed != &im) continue;
+          Location d = x.first->norm->loc(s.declared->declared_at);
+          f.summary += ", the first use of a lazy import" +
+                       (d.empty() ? std::string() : " declared at " + format_location(d));
+          if (!d.empty()) f.where.push_back(d);
+          break;
+        }
       }
       f.bad = im.error_text();
       f.good = was_ok ? "imported fine"
