@@ -34,10 +34,12 @@ uint32_t lazy_target(PyObject* lazy) {
   return TraceWriter::intern(a + 1, static_cast<size_t>(b - a - 1));
 }
 
-// The code that is running now, importlib's frames passed over.
-CodeLocation running_code() {
+// The code that is running now: for a declaration the statement itself (importlib's own
+// package declares lazy bindings too), for a first use the code beyond importlib (a
+// `from m import name` reaches the binding through importlib's _handle_fromlist).
+CodeLocation running_code(bool skip_importlib) {
   CodeLocation at[1];
-  return capture_stack(at, 1, true) > 0 ? at[0] : CodeLocation();
+  return capture_stack(at, 1, skip_importlib) > 0 ? at[0] : CodeLocation();
 }
 
 void record(PyObject* dict, PyObject* key, PyObject* value, bool declared) {
@@ -48,7 +50,7 @@ void record(PyObject* dict, PyObject* key, PyObject* value, bool declared) {
   PyObject* module_name = dict_get_n(dict, NAME("__name__"));
   r.module = module_name ? intern_obj(module_name) : 0;
   r.name = intern_obj(key);
-  CodeLocation at = running_code();
+  CodeLocation at = running_code(!declared);
   r.at = &at;
   ObjectDescription object;
   if (declared) {

@@ -132,9 +132,10 @@ std::vector<Anomaly> find_anomalies(const model::Process& p) {
 namespace {
 
 // PEP 810 (3.15): how many lazy bindings were declared, resolved at first use, failed
-// there or never used; the failed ones with both places, then the never-used ones.
+// there or never used; the failed ones with both places, then the never-used ones (all of
+// them with --all).
 template <typename Rel>
-void show_lazy_imports(const model::Process& p, std::ostream& out, const Rel& rel) {
+void show_lazy_imports(const model::Process& p, std::ostream& out, const Rel& rel, bool all) {
   if (p.lazy_declared.empty()) return;
   const auto stories = model::lazy_stories(p);
   size_t resolved = 0, failed = 0, unused = 0;
@@ -162,8 +163,9 @@ void show_lazy_imports(const model::Process& p, std::ostream& out, const Rel& re
     l.finish();
   }
   if (unused) {
+    // 3.15's own stdlib declares some in every process: a short list unless --all.
     out << "  lazy imports declared and never used:\n";
-    Lister l{out};
+    Lister l{out, all ? SIZE_MAX : kMaxListed};
     for (const auto& s : stories) {
       if (!s.never_used() || !l.add()) continue;
       declared(*s.declared);
@@ -272,7 +274,7 @@ void show_process(const model::Process& p, std::ostream& out, bool all_failures)
     }
   }
 
-  show_lazy_imports(p, out, rel);
+  show_lazy_imports(p, out, rel, all_failures);
 
   // At most kMaxListed of each kind, in the order find_anomalies gives them.
   std::vector<Anomaly> anomalies = find_anomalies(p);

@@ -25,7 +25,11 @@ std::vector<LazyStory> lazy_stories(const Process& p) {
     }
   }
   // A failed import of what a binding will import, while it was lazy: its resolution
-  // failed (the binding stays lazy, and CPython raises at that use).
+  // failed (the binding stays lazy, and CPython raises at that use). The trace does not
+  // say which use ran it, so a failure counts for a binding only when it was made from
+  // the declaring module's own file (a function of that module using its global), or is
+  // an outermost import of exactly the target (a use from anywhere else): bindings of the
+  // same name elsewhere, and the outer imports a failure propagates through, are not it.
   for (auto& s : out) {
     const std::string target = s.declared->target.str();
     uint64_t until = s.resolved ? s.resolved->time_ns : UINT64_MAX;
@@ -35,6 +39,8 @@ std::vector<LazyStory> lazy_stories(const Process& p) {
       // The target, or a package on its way (a package that fails makes the whole
       // resolution fail).
       if (!lazy_target_concerns(target, name)) continue;
+      bool from_declaring_file = !im.importer.file.empty() && im.importer.file == s.declared->declared_at.file;
+      if (!from_declaring_file && !(im.parent_pos < 0 && name == target)) continue;
       s.failed = &im;
       break;
     }
