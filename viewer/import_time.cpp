@@ -69,9 +69,11 @@ std::vector<Fate> classify_failures(const model::Process& p) {
   // From the interpreter's own import of `traceback` to print an uncaught error on a
   // thread, nothing that thread imports is the program going on either: 3.15's traceback
   // resolves its lazy imports (linecache's, tokenize's...) from Python code while it prints.
+  // (Told by that import having no importer, so only where imports have them.)
   std::unordered_map<uint64_t, uint64_t> printing_from;
   for (const auto& im : p.imports)
-    if (im.parent_pos < 0 && im.importer.empty() && im.name == "traceback") printing_from.emplace(im.thread, im.begin_ns);
+    if (have_importers && im.parent_pos < 0 && im.importer.empty() && im.name == "traceback")
+      printing_from.emplace(im.thread, im.begin_ns);
   std::unordered_map<uint64_t, uint64_t> last_begin;
   for (const auto& im : p.imports) {
     if (have_importers && im.importer.empty()) continue;
