@@ -14,7 +14,7 @@
 #include "commands.h"
 #include "failure_reporting.h"
 #include "import_time.h"
-#include "lazy_imports.h"
+#include "lazy_stories.h"
 
 namespace imptrace {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "commands.h"
 #include "key_history.h"
-#include "lazy_imports.h"
+#include "lazy_stories.h"
 #include "proxy_decision.h"
 
 namespace imptrace {

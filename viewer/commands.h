@@ -190,7 +190,7 @@ struct WhyImport {                    // each import of M (failed ones included)
   model::Location trigger;            // relativized; see model::Import::trigger
   bool reentry = false;               // a lookup while an outer import of M initialises it
 };
-struct WhyLazy {                      // a PEP 810 lazy binding of M (lazy_imports.h)
+struct WhyLazy {                      // a PEP 810 lazy binding of M (lazy_stories.h)
   int64_t process = 0;
   model::LazyDeclared declared;       // declared_at relativized
   enum class Outcome { Resolved, Failed, NeverUsed } outcome = Outcome::NeverUsed;

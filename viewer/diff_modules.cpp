@@ -9,7 +9,7 @@
 #include "diff_compare.h"
 #include "failure_reporting.h"
 #include "import_time.h"
-#include "lazy_imports.h"
+#include "lazy_stories.h"
 
 namespace imptrace {
 namespace diff {

@@ -1,4 +1,4 @@
-#include "lazy_imports.h"
+#include "lazy_stories.h"
 
 namespace imptrace {
 namespace model {
