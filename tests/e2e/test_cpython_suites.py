@@ -2,7 +2,8 @@
 
 What runs (all of it fits the CI budget, so no subset was needed): on EVERY pyenv
 interpreter found (3.8.18, 3.9.18, 3.10.13, 3.11.7, 3.12.1, 3.13.0) and on Debian sid's
-3.14 and 3.15 (scripts/sid.sh's chroot, libpython3.1x-testsuite), the seven suites
+3.14 and 3.15 (scripts/sid.sh's chroot, libpython3.1x-testsuite; test_sid_suites.py, its
+own ctest entry so that the two longest files run side by side), the seven suites
     test_importlib test_import test_pkg test_pkgutil test_runpy test_zipimport test_module
 (on 3.15 also test_lazy_import, PEP 810's own) run once untraced and once under LD_PRELOAD=libimptrace.so (`python -m test -v`, the two
 runs side by side, interpreters one after the other; no -j: regrtest's workers would only
@@ -25,7 +26,7 @@ import warnings
 
 import pytest
 
-from e2e_util import ident, protoc_decodes, run, sid_interpreters, traces, viewer, VIEWER
+from e2e_util import ident, protoc_decodes, run, traces, viewer, VIEWER
 
 SUITES = ["test_importlib", "test_import", "test_pkg", "test_pkgutil", "test_runpy",
           "test_zipimport", "test_module"]
@@ -80,7 +81,7 @@ def failed_tests(output):
     return re.findall(r"^(?:FAIL|ERROR): (.*)$", output, re.M)
 
 
-@pytest.mark.parametrize("py", pyenv_interpreters() + sid_interpreters(), ids=ident)
+@pytest.mark.parametrize("py", pyenv_interpreters(), ids=ident)
 def test_import_suites_same_result(py, tmp_path):
     if not has_suites(py):
         pytest.skip("%s has no CPython test package" % py)
