@@ -32,8 +32,7 @@ int parse_minor(const char* v) {
   return atoi(v + 2);
 }
 
-// The first symbol in `names` (null-terminated list) the process lacks, for the reason a
-// CPython process is not traced.
+// need() that keeps the first symbol the process lacks: the reason a CPython is not traced.
 struct Missing {
   const char* name = nullptr;
   template <typename T>
@@ -210,7 +209,7 @@ void** find_audit_hook_head(void* entry) {
 
 SetterFn patch_class_setter(SetterFn hook) {
   // object's first tp_getset entry is {"__class__", object_get_class, object_set_class,
-  // doc, closure} (stable 3.8-3.13).
+  // doc, closure} (stable 3.8-3.15).
   void** getset = type_word("PyBaseObject_Type", "object", layout::kTpGetset);
   if (!getset || !*getset) return nullptr;
   void** def = static_cast<void**>(*getset);
@@ -309,7 +308,7 @@ const char* str_utf8_slow(PyObject* s, Py_ssize_t* n) {
 }
 
 void probe_str_layout() {
-  if (py.ob_type_offset < 0 || py.ascii_data_offset >= 0 || py.minor < 8 || py.minor > 13) return;
+  if (py.ob_type_offset < 0 || py.ascii_data_offset >= 0 || py.minor < kFirstMinor || py.minor > kLastMinor) return;
   int offset = py.ob_type_offset + (py.minor >= 12 ? layout::kAsciiData : layout::kAsciiDataWithWstr);
   static const char kAsciiProbe[] = "imptrace layout probe";
   constexpr Py_ssize_t kAsciiProbeLength = sizeof kAsciiProbe - 1;
@@ -358,7 +357,7 @@ PyObject* frame_code(PyObject* frame) {
 }
 
 LineFormat line_format() {
-  if (py.minor >= 11 && py.minor <= 13) return py.PyFrame_GetLasti ? LineFormat::locations : LineFormat::none;
+  if (py.minor >= 11 && py.minor <= kLastMinor) return py.PyFrame_GetLasti ? LineFormat::locations : LineFormat::none;
   if (py.minor == 10) return LineFormat::linetable_310;
   if (py.minor == 8 || py.minor == 9) return LineFormat::lnotab;
   return LineFormat::none;

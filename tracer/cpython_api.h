@@ -135,7 +135,7 @@ struct CPythonApi {
   int64_t (*PyInterpreterState_GetID)(void*) = nullptr;
   void* (*PyInterpreterState_Main)() = nullptr;
 
-  // Py_IsFinalizing (3.13) / _Py_IsFinalizing (3.8-3.12): true once Py_FinalizeEx began.
+  // Py_IsFinalizing (3.13+) / _Py_IsFinalizing (3.8-3.12): true once Py_FinalizeEx began.
   int (*Py_IsFinalizing)() = nullptr;
 
   // Dict watchers (3.12+): exact attribution of sys.modules writes.
@@ -143,9 +143,10 @@ struct CPythonApi {
   int (*PyDict_Watch)(int, PyObject*) = nullptr;
 
   // CPython's MRO lookup, as its slot functions do it (borrowed, no error, no metaclass
-  // code run). Exported 3.8-3.13; proxy_observer.h needs it.
+  // code run). Exported 3.8-3.15; proxy_observer.h needs it.
   PyObject* (*PyType_Lookup)(PyObject*, PyObject*) = nullptr;
-  // Every Python function's own C entry point (exported 3.8-3.12; 3.13 keeps it internal).
+  // Every Python function's own C entry point (exported 3.8-3.12 and 3.15; 3.13 and 3.14
+  // keep it internal).
   PyObject* (*PyFunction_Vectorcall)(PyObject*, PyObject* const*, size_t, PyObject*) = nullptr;
 
   // PEP 810 (3.15+): the type of the objects a lazy import binds until first use, and the
@@ -184,7 +185,7 @@ enum class CPythonSupport {
 // `unknown` on.
 CPythonSupport resolve_cpython_api(char* why, size_t why_size);
 
-// Where fields sit in CPython's objects, 3.8-3.13 (release and debug builds alike; the
+// Where fields sit in CPython's objects, 3.8-3.15 (release and debug builds alike; the
 // one difference, Py_TRACE_REFS's two list links in front of every object, is found at
 // run time and kept in CPythonApi::ob_type_offset). Offsets marked "from ob_type" count
 // from the object's type pointer, wherever the header put it.
@@ -280,7 +281,7 @@ inline uint64_t dict_version(PyObject* d) {
 
 // A str's UTF-8 text without a call for the common case: an exact str that is compact
 // ASCII (PyASCIIObject: ob_refcnt, ob_type, length, hash, state, [wstr]; state bits 5
-// `compact` and 6 `ascii` in 3.8-3.13), whose characters are its UTF-8. Anything else, or
+// `compact` and 6 `ascii` in 3.8-3.15), whose characters are its UTF-8. Anything else, or
 // before probe_str_layout (GIL held) has checked the layout on real strings, asks
 // PyUnicode_AsUTF8AndSize. Null (no error left set) when `s` is not a str or cannot be
 // encoded.
@@ -346,7 +347,7 @@ typedef PyObject* (*BinaryFunc)(PyObject*, PyObject*);
 BinaryFunc patch_dict_inplace_or(BinaryFunc hook);
 
 // The runtime's list of C audit hooks (PySys_AddAuditHook) starts at a pointer inside
-// _PyRuntime (3.8-3.12 audit_hook_head, 3.13 audit_hooks.head). Once any hook is in that
+// _PyRuntime (3.8-3.12 audit_hook_head, 3.13-3.15 audit_hooks.head). Once any hook is in that
 // list, CPython builds an argument tuple for every audit event of every interpreter (four
 // per import: import, open, marshal.loads, exec), whether or not a hook cares. This finds
 // the word holding `entry` (the list's first node) by scanning _PyRuntime, whose size the
@@ -367,7 +368,7 @@ typedef void (*DestructorFn)(PyObject*);
 DestructorFn patch_module_dealloc(DestructorFn hook);
 
 // Where a Python function object keeps its C entry point (PyFunctionObject.vectorcall, at
-// PyFunction_Type's tp_vectorcall_offset, layout::kTpVectorcallOffset, 3.8-3.13). Every
+// PyFunction_Type's tp_vectorcall_offset, layout::kTpVectorcallOffset, 3.8-3.15). Every
 // call made from C (PyObject_Vectorcall and the calls built on it, which is how CPython's
 // slot functions call a class's __setattr__ or __getattr__) goes through it. Null when `fn` is
 // not a plain Python function or the layout is not the one expected.
@@ -384,7 +385,7 @@ PyObject* frame_code(PyObject* frame);
 // 20,000 imports from one 20,000-line file made it quadratic on 3.8-3.10); a module
 // importing its imports runs forward through its code, so a kept cursor moves a few
 // entries per import instead. The three table formats: co_lnotab (3.8, 3.9),
-// co_linetable's first form (3.10), the location table (3.11-3.13, CPython's
+// co_linetable's first form (3.10), the location table (3.11-3.15, CPython's
 // Objects/locations.md). Where the table does not give a line, frame_line falls back to
 // CPython.
 enum class LineFormat : uint8_t { none, lnotab, linetable_310, locations };
