@@ -209,6 +209,11 @@ PYENV = "/root/.pyenv/versions"
 def interpreter(tag):
     if tag in ("", "debian"):
         return PY
+    if tag.startswith("sid"):  # "sid3.14": Debian sid's, in scripts/sid.sh's chroot (torch 2.x)
+        wrapper = os.path.join(REPO, "build", "sid", "python" + tag[3:])
+        if not os.path.exists(wrapper):
+            raise SystemExit(f"bench: no {wrapper} (scripts/sid.sh, then any e2e test on sid writes it)")
+        return wrapper
     found = sorted(d for d in (os.listdir(PYENV) if os.path.isdir(PYENV) else [])
                    if d.startswith(tag + ".") and os.path.exists(os.path.join(PYENV, d, "bin", "python")))
     if not found:
@@ -217,7 +222,8 @@ def interpreter(tag):
 
 
 def split_workload(w):
-    """'long20000@3.10' -> ('long20000', '/root/.pyenv/versions/3.10.x/bin/python')."""
+    """'long20000@3.10' -> ('long20000', '/root/.pyenv/versions/3.10.x/bin/python');
+    'torch@sid3.14' -> Debian sid's 3.14 with its torch 2.x."""
     base, _, tag = w.partition("@")
     return base, interpreter(tag)
 

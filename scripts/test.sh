@@ -9,9 +9,13 @@ imptrace_build
 # The tracer cross-built for AArch64 and an arm64 CPython to run it in (qemu): never fails
 # the run by itself; test_aarch64 skips, saying why, when it could not be prepared.
 bash scripts/aarch64.sh || true
+# CPython 3.14 and 3.15 in a Debian sid chroot (cached in /var/cache/imptrace/sid): never
+# fails the run by itself; their tests skip, saying why, when it could not be made.
+bash scripts/sid.sh || true
 # The end-to-end tests run on every CPython found; say which, up front.
 echo "imptrace: interpreters for the end-to-end tests:" \
-  $(ls -d /root/.pyenv/versions/3.{8,9,10,11,12,13}*/bin/python /usr/bin/python3 /usr/bin/python3.11-dbg 2>/dev/null)
+  $(ls -d /root/.pyenv/versions/3.{8,9,10,11,12,13}*/bin/python /usr/bin/python3 /usr/bin/python3.11-dbg 2>/dev/null) \
+  $(ls -d "${IMPTRACE_SID:-/var/cache/imptrace/sid}"/usr/bin/python3.1[45] 2>/dev/null | sed 's|^|sid:|')
 (cd build && ctest --output-on-failure -j2 --timeout 900 "$@")
 # The viewer and its unit tests again under ASan+UBSan (the tracer is not built there: it
 # runs inside uninstrumented hosts). Any sanitizer report fails the run, save the few

@@ -8,6 +8,8 @@
 //     importlib._bootstrap._find_and_load by attribute; the hook swaps that function's C
 //     entry point (3.11: replaces it in the module dict with a C callable; import_hook.h),
 //     so the very same import, and every later one, goes through the tracer.
+//     (3.15 raises the event inside _find_and_load itself, too late for that import: there
+//     the first audit event that finds importlib in place does it.)
 //  3. sys.modules writes are seen by a dict watcher (3.12+) or found by comparing a
 //     shadow copy at import boundaries (3.8-3.11; modules_observer.cpp, modules_shadow.cpp).
 //  4. Proxy classes found under sys.modules keys, and PEP 562 module __getattr__, have
@@ -40,6 +42,7 @@
 #include "process_state.h"
 #include "proxies.h"
 #include "proxy_observer.h"
+#include "record_encoder.h"
 #include "records.h"
 #include "string_interning.h"
 #include "thread_state.h"
@@ -175,9 +178,11 @@ int audit_hook(const char* event, PyObject* args, void*) {
     py.PyErr_Clear();
     return 0;
   }
-  if (event[0] == 'i' && strcmp(event, "import") == 0) {
+  bool import_event = event[0] == 'i' && strcmp(event, "import") == 0;
+  bool clearing = !import_event && event[0] == 'c' && strcmp(event, "cpython._PySys_ClearAuditHooks") == 0;
+  if (import_event || (import_audit_inside_importlib() && !clearing)) {
     if (g_settings.enabled) run_installation();
-  } else if (event[0] == 'c' && strcmp(event, "cpython._PySys_ClearAuditHooks") == 0) {
+  } else if (clearing) {
     g_main_interpreter.finalizing = true;
     {
       WriterLock lock;
@@ -266,6 +271,22 @@ void lifetime_ended() {
   TraceWriter::flush();
 }
 
+// The trace of a CPython the tracer does not know: its header (version, build) and one
+// note saying why nothing else follows.
+void record_not_traced(const char* why) {
+  char build[32];
+  snprintf(build, sizeof build, "%s%s", py.shared ? "shared" : "static", py.debug ? "+debug" : "");
+  TraceWriter::init(py.Py_GetVersion(), build);
+  char version[32];  // "3.16.0a1", without the build details that follow it
+  snprintf(version, sizeof version, "%s", py.Py_GetVersion());
+  version[strcspn(version, " ")] = 0;
+  char text[192];
+  snprintf(text, sizeof text, "CPython %s not traced: %s", version, why);
+  WriterLock lock;
+  encode_not_traced(text);
+  TraceWriter::flush();
+}
+
 bool env_true(const char* name) {
   const char* v = getenv(name);
   return v && *v && strcmp(v, "0") != 0;
@@ -293,8 +314,15 @@ __attribute__((constructor)) static void imptrace_start() {
   // library reached another way must not write files on behalf of a privileged process.
   if (getauxval(AT_SECURE)) return;
   if (env_true("IMPTRACE_DISABLE")) return;
-  if (!resolve_cpython_api()) return;
+  char why[128];
+  CPythonSupport support = resolve_cpython_api(why, sizeof why);
+  if (support == CPythonSupport::absent) return;
   if (py.Py_IsInitialized()) return;  // loaded late (dlopen into a running interpreter)
+  if (support == CPythonSupport::unknown) {
+    // A file that says so, rather than silence; nothing is written to the host's streams.
+    record_not_traced(why);
+    return;
+  }
   const char* p = getenv("IMPTRACE_PROXIES");
   g_settings.proxies = !(p && strcmp(p, "0") == 0);
   g_settings.native_stacks = env_true("IMPTRACE_NATIVE_STACKS");

@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 
 #include <initializer_list>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -25,94 +26,117 @@ void want(T& slot, const char* name) {
   slot = reinterpret_cast<T>(dlsym(RTLD_DEFAULT, name));
 }
 
-// "3.11.7 (main, ...)" -> 11. Anything but 3.8-3.13 is refused: the facts this tracer
-// relies on (audit hooks from 3.8, _find_and_load by attribute lookup up to 3.13) are
-// checked only there.
+// "3.11.7 (main, ...)" -> 11; -1 for anything that is not "3.<n>".
 int parse_minor(const char* v) {
-  if (!v || v[0] != '3' || v[1] != '.') return -1;
+  if (!v || v[0] != '3' || v[1] != '.' || v[2] < '0' || v[2] > '9') return -1;
   return atoi(v + 2);
 }
 
+// need() that keeps the first symbol the process lacks: the reason a CPython is not traced.
+struct Missing {
+  const char* name = nullptr;
+  template <typename T>
+  bool need(T& slot, const char* symbol) {
+    if (imptrace::need(slot, symbol)) return true;
+    if (!name) name = symbol;
+    return false;
+  }
+};
+
 }  // namespace
 
-bool resolve_cpython_api() {
-  // Not a CPython process (the common case: every shell, compiler and git of a CI job that
-  // exports LD_PRELOAD): one failed lookup, which walks every loaded object, and silence.
-  if (!need(py.Py_IsInitialized, "Py_IsInitialized")) return false;
-  if (!need(py.Py_GetVersion, "Py_GetVersion")) return false;
-  bool ok = true;
+CPythonSupport resolve_cpython_api(char* why, size_t why_size) {
+  if (why_size) why[0] = 0;
+  if (!need(py.Py_IsInitialized, "Py_IsInitialized") || !need(py.Py_GetVersion, "Py_GetVersion"))
+    // Not a CPython process (the common case: every shell, compiler and git of a CI job
+    // that exports LD_PRELOAD): one failed lookup, which walks every loaded object.
+    return CPythonSupport::absent;
+  // Shared vs static: is the API defined in the executable itself or in a libpython?
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(py.Py_IsInitialized), &info) && info.dli_fname) {
+    const char* base = strrchr(info.dli_fname, '/');  // the file's name, not its directory's
+    py.shared = strstr(base ? base + 1 : info.dli_fname, "libpython") != nullptr;
+  }
+  // Debug builds (Py_DEBUG) and only they export the reference-count debugging hook.
+  py.debug = dlsym(RTLD_DEFAULT, "_Py_NegativeRefcount") != nullptr;
+  // Anything but 3.8-3.15 is refused: the facts this tracer relies on (audit hooks from
+  // 3.8, _find_and_load by attribute lookup, the object layouts in `layout`) are checked
+  // only there. A newer CPython may have changed any of them.
   py.minor = parse_minor(py.Py_GetVersion());
-  if (py.minor < 8 || py.minor > 13) return false;
+  if (py.minor < kFirstMinor || py.minor > kLastMinor) {
+    snprintf(why, why_size, "this tracer knows CPython 3.%d-3.%d", kFirstMinor, kLastMinor);
+    return CPythonSupport::unknown;
+  }
 
-  ok &= need(py.PySys_AddAuditHook, "PySys_AddAuditHook");
-  ok &= need(py.PyMem_GetAllocator, "PyMem_GetAllocator");
-  ok &= need(py.PyMem_SetAllocator, "PyMem_SetAllocator");
-  ok &= need(py.Py_IncRef, "Py_IncRef");
-  ok &= need(py.Py_DecRef, "Py_DecRef");
-  ok &= need(py.PyObject_Type, "PyObject_Type");
-  ok &= need(py.PyObject_GetAttr, "PyObject_GetAttr");
-  ok &= need(py.PyObject_GetAttrString, "PyObject_GetAttrString");
-  ok &= need(py.PyObject_SetAttrString, "PyObject_SetAttrString");
-  ok &= need(py.PyObject_GenericGetDict, "PyObject_GenericGetDict");
-  ok &= need(py.PyObject_Str, "PyObject_Str");
-  ok &= need(py.PyObject_CallFunctionObjArgs, "PyObject_CallFunctionObjArgs");
-  ok &= need(py.PyObject_Call, "PyObject_Call");
-  ok &= need(py.PyType_IsSubtype, "PyType_IsSubtype");
-  ok &= need(py.PyType_GetFlags, "PyType_GetFlags");
-  ok &= need(py.PyModule_Type, "PyModule_Type");
-  ok &= need(py.PyUnicode_Type, "PyUnicode_Type");
-  ok &= need(py.PyType_Type, "PyType_Type");
-  ok &= need(py.PyModule_GetDict, "PyModule_GetDict");
-  ok &= need(py.PyErr_Occurred, "PyErr_Occurred");
-  ok &= need(py.PyErr_Fetch, "PyErr_Fetch");
-  ok &= need(py.PyErr_Restore, "PyErr_Restore");
-  ok &= need(py.PyErr_NormalizeException, "PyErr_NormalizeException");
-  ok &= need(py.PyErr_Clear, "PyErr_Clear");
-  ok &= need(py.PyCFunction_NewEx, "PyCFunction_NewEx");
-  ok &= need(py.PyInstanceMethod_New, "PyInstanceMethod_New");
-  ok &= need(py.PyTuple_New, "PyTuple_New");
-  ok &= need(py.PyTuple_GetItem, "PyTuple_GetItem");
-  ok &= need(py.PyTuple_SetItem, "PyTuple_SetItem");
-  ok &= need(py.PyTuple_Size, "PyTuple_Size");
-  ok &= need(py.PyWeakref_NewRef, "PyWeakref_NewRef");
-  ok &= need(py.PyUnicode_AsUTF8AndSize, "PyUnicode_AsUTF8AndSize");
-  ok &= need(py.PyUnicode_FromString, "PyUnicode_FromString");
-  ok &= need(py.PyUnicode_InternFromString, "PyUnicode_InternFromString");
-  ok &= need(py.PyUnicode_FromStringAndSize, "PyUnicode_FromStringAndSize");
-  ok &= need(py.PyLong_AsLong, "PyLong_AsLong");
-  ok &= need(py.PyDict_GetItem, "PyDict_GetItem");
-  ok &= need(py.PyDict_GetItemWithError, "PyDict_GetItemWithError");
-  ok &= need(py.PyDict_GetItemString, "PyDict_GetItemString");
-  ok &= need(py.PyDict_SetItemString, "PyDict_SetItemString");
+  Missing m;
+  bool ok = true;
+  ok &= m.need(py.PySys_AddAuditHook, "PySys_AddAuditHook");
+  ok &= m.need(py.PyMem_GetAllocator, "PyMem_GetAllocator");
+  ok &= m.need(py.PyMem_SetAllocator, "PyMem_SetAllocator");
+  ok &= m.need(py.Py_IncRef, "Py_IncRef");
+  ok &= m.need(py.Py_DecRef, "Py_DecRef");
+  ok &= m.need(py.PyObject_Type, "PyObject_Type");
+  ok &= m.need(py.PyObject_GetAttr, "PyObject_GetAttr");
+  ok &= m.need(py.PyObject_GetAttrString, "PyObject_GetAttrString");
+  ok &= m.need(py.PyObject_SetAttrString, "PyObject_SetAttrString");
+  ok &= m.need(py.PyObject_GenericGetDict, "PyObject_GenericGetDict");
+  ok &= m.need(py.PyObject_Str, "PyObject_Str");
+  ok &= m.need(py.PyObject_CallFunctionObjArgs, "PyObject_CallFunctionObjArgs");
+  ok &= m.need(py.PyObject_Call, "PyObject_Call");
+  ok &= m.need(py.PyType_IsSubtype, "PyType_IsSubtype");
+  ok &= m.need(py.PyType_GetFlags, "PyType_GetFlags");
+  ok &= m.need(py.PyModule_Type, "PyModule_Type");
+  ok &= m.need(py.PyUnicode_Type, "PyUnicode_Type");
+  ok &= m.need(py.PyType_Type, "PyType_Type");
+  ok &= m.need(py.PyModule_GetDict, "PyModule_GetDict");
+  ok &= m.need(py.PyErr_Occurred, "PyErr_Occurred");
+  ok &= m.need(py.PyErr_Fetch, "PyErr_Fetch");
+  ok &= m.need(py.PyErr_Restore, "PyErr_Restore");
+  ok &= m.need(py.PyErr_NormalizeException, "PyErr_NormalizeException");
+  ok &= m.need(py.PyErr_Clear, "PyErr_Clear");
+  ok &= m.need(py.PyCFunction_NewEx, "PyCFunction_NewEx");
+  ok &= m.need(py.PyInstanceMethod_New, "PyInstanceMethod_New");
+  ok &= m.need(py.PyTuple_New, "PyTuple_New");
+  ok &= m.need(py.PyTuple_GetItem, "PyTuple_GetItem");
+  ok &= m.need(py.PyTuple_SetItem, "PyTuple_SetItem");
+  ok &= m.need(py.PyTuple_Size, "PyTuple_Size");
+  ok &= m.need(py.PyWeakref_NewRef, "PyWeakref_NewRef");
+  ok &= m.need(py.PyUnicode_AsUTF8AndSize, "PyUnicode_AsUTF8AndSize");
+  ok &= m.need(py.PyUnicode_FromString, "PyUnicode_FromString");
+  ok &= m.need(py.PyUnicode_InternFromString, "PyUnicode_InternFromString");
+  ok &= m.need(py.PyUnicode_FromStringAndSize, "PyUnicode_FromStringAndSize");
+  ok &= m.need(py.PyLong_AsLong, "PyLong_AsLong");
+  ok &= m.need(py.PyDict_GetItem, "PyDict_GetItem");
+  ok &= m.need(py.PyDict_GetItemWithError, "PyDict_GetItemWithError");
+  ok &= m.need(py.PyDict_GetItemString, "PyDict_GetItemString");
+  ok &= m.need(py.PyDict_SetItemString, "PyDict_SetItemString");
   want(py.PyDict_DelItemString, "PyDict_DelItemString");
-  ok &= need(py.PyDict_New, "PyDict_New");
-  ok &= need(py.PyDict_Next, "PyDict_Next");
-  ok &= need(py.PyDict_Size, "PyDict_Size");
-  ok &= need(py.PyDict_Copy, "PyDict_Copy");
-  ok &= need(py.PyList_Size, "PyList_Size");
-  ok &= need(py.PyList_GetItem, "PyList_GetItem");
-  ok &= need(py.PySys_GetObject, "PySys_GetObject");
-  ok &= need(py.PyImport_GetModuleDict, "PyImport_GetModuleDict");
+  ok &= m.need(py.PyDict_New, "PyDict_New");
+  ok &= m.need(py.PyDict_Next, "PyDict_Next");
+  ok &= m.need(py.PyDict_Size, "PyDict_Size");
+  ok &= m.need(py.PyDict_Copy, "PyDict_Copy");
+  ok &= m.need(py.PyList_Size, "PyList_Size");
+  ok &= m.need(py.PyList_GetItem, "PyList_GetItem");
+  ok &= m.need(py.PySys_GetObject, "PySys_GetObject");
+  ok &= m.need(py.PyImport_GetModuleDict, "PyImport_GetModuleDict");
   want(py.PyImport_ImportModule, "PyImport_ImportModule");
-  ok &= need(py.PyEval_GetFrame, "PyEval_GetFrame");
-  ok &= need(py.PyFrame_GetLineNumber, "PyFrame_GetLineNumber");
-  ok &= need(py.PyInterpreterState_GetID, "PyInterpreterState_GetID");
-  ok &= need(py.PyInterpreterState_Main, "PyInterpreterState_Main");
+  ok &= m.need(py.PyEval_GetFrame, "PyEval_GetFrame");
+  ok &= m.need(py.PyFrame_GetLineNumber, "PyFrame_GetLineNumber");
+  ok &= m.need(py.PyInterpreterState_GetID, "PyInterpreterState_GetID");
+  ok &= m.need(py.PyInterpreterState_Main, "PyInterpreterState_Main");
   if (!need(py.PyInterpreterState_Get, "PyInterpreterState_Get"))  // 3.9+
-    ok &= need(py.PyInterpreterState_Get, "_PyInterpreterState_Get");  // 3.8
-  if (!ok) return false;
-  ok &= need(py.None, "_Py_NoneStruct");
-  if (!ok) return false;
-
-  if (!need(py.Py_IsFinalizing, "Py_IsFinalizing")) ok &= need(py.Py_IsFinalizing, "_Py_IsFinalizing");
-  if (!ok) return false;
+    ok &= m.need(py.PyInterpreterState_Get, "_PyInterpreterState_Get");  // 3.8
+  ok &= m.need(py.None, "_Py_NoneStruct");
+  if (!need(py.Py_IsFinalizing, "Py_IsFinalizing")) ok &= m.need(py.Py_IsFinalizing, "_Py_IsFinalizing");
+  if (!ok) {
+    snprintf(why, why_size, "it lacks %s", m.name);
+    return CPythonSupport::unknown;
+  }
   want(py.PyFrame_GetBack, "PyFrame_GetBack");
   want(py.Py_AtExit, "Py_AtExit");
-  if (py.minor >= 8 && py.minor <= 13) {  // the line-table formats frame_line reads
-    if (py.minor >= 11) want(py.PyFrame_GetLasti, "PyFrame_GetLasti");
-    want(py.PyBytes_AsString, "PyBytes_AsString");
-    want(py.PyBytes_Size, "PyBytes_Size");
-  }
+  if (py.minor >= 11) want(py.PyFrame_GetLasti, "PyFrame_GetLasti");
+  want(py.PyBytes_AsString, "PyBytes_AsString");
+  want(py.PyBytes_Size, "PyBytes_Size");
   want(py.PyFrame_GetCode, "PyFrame_GetCode");
   want(py.PyEval_GetGlobals, "PyEval_GetGlobals");
   want(py.PyCFunction_Type, "PyCFunction_Type");
@@ -123,6 +147,10 @@ bool resolve_cpython_api() {
   if (py.minor >= 12) {
     want(py.PyDict_AddWatcher, "PyDict_AddWatcher");
     want(py.PyDict_Watch, "PyDict_Watch");
+  }
+  if (py.minor >= 15) {
+    want(py.PyLazyImport_Type, "PyLazyImport_Type");
+    want(py.PyObject_Repr, "PyObject_Repr");
   }
 
   // The object header layout, told by None's type pointer (Py_TYPE is part of the stable
@@ -136,18 +164,7 @@ bool resolve_cpython_api() {
     }
   }
 
-  // Shared vs static: is the API defined in the executable itself or in a libpython?
-  Dl_info info;
-  char exe[4096];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n > 0) exe[n] = 0; else exe[0] = 0;
-  if (dladdr(reinterpret_cast<void*>(py.Py_IsInitialized), &info) && info.dli_fname) {
-    const char* base = strrchr(info.dli_fname, '/');  // the file's name, not its directory's
-    py.shared = strstr(base ? base + 1 : info.dli_fname, "libpython") != nullptr;
-  }
-  // Debug builds (Py_DEBUG) and only they export the reference-count debugging hook.
-  py.debug = dlsym(RTLD_DEFAULT, "_Py_NegativeRefcount") != nullptr;
-  return true;
+  return CPythonSupport::known;
 }
 
 namespace {
@@ -199,7 +216,7 @@ void** find_audit_hook_head(void* entry) {
 
 SetterFn patch_class_setter(SetterFn hook) {
   // object's first tp_getset entry is {"__class__", object_get_class, object_set_class,
-  // doc, closure} (stable 3.8-3.13).
+  // doc, closure} (stable 3.8-3.15).
   void** getset = type_word("PyBaseObject_Type", "object", layout::kTpGetset);
   if (!getset || !*getset) return nullptr;
   void** def = static_cast<void**>(*getset);
@@ -320,7 +337,7 @@ const char* str_utf8_slow(PyObject* s, Py_ssize_t* n) {
 }
 
 void probe_str_layout() {
-  if (py.ob_type_offset < 0 || py.ascii_data_offset >= 0 || py.minor < 8 || py.minor > 13) return;
+  if (py.ob_type_offset < 0 || py.ascii_data_offset >= 0 || py.minor < kFirstMinor || py.minor > kLastMinor) return;
   int offset = py.ob_type_offset + (py.minor >= 12 ? layout::kAsciiData : layout::kAsciiDataWithWstr);
   static const char kAsciiProbe[] = "imptrace layout probe";
   constexpr Py_ssize_t kAsciiProbeLength = sizeof kAsciiProbe - 1;
@@ -369,7 +386,7 @@ PyObject* frame_code(PyObject* frame) {
 }
 
 LineFormat line_format() {
-  if (py.minor >= 11 && py.minor <= 13) return py.PyFrame_GetLasti ? LineFormat::locations : LineFormat::none;
+  if (py.minor >= 11 && py.minor <= kLastMinor) return py.PyFrame_GetLasti ? LineFormat::locations : LineFormat::none;
   if (py.minor == 10) return LineFormat::linetable_310;
   if (py.minor == 8 || py.minor == 9) return LineFormat::lnotab;
   return LineFormat::none;

@@ -1,5 +1,5 @@
 // The CPython C API as the tracer sees it: resolved at run time from the host process,
-// never linked, so one libimptrace.so serves CPython 3.8-3.13, static and shared, release
+// never linked, so one libimptrace.so serves CPython 3.8-3.15, static and shared, release
 // and debug builds. This file and cpython_api.cpp are the only places that know anything
 // version-specific about CPython; everything else calls through `py`.
 //
@@ -64,7 +64,7 @@ typedef int (*DictWatchCallback)(int event, PyObject* dict, PyObject* key, PyObj
 // constructor fills it in before main, and a dynamic initialiser running after it (static
 // initialisation order is not defined between the two) would put the defaults back.
 struct CPythonApi {
-  int minor = 0;  // 3.<minor>, from Py_GetVersion
+  int minor = 0;  // 3.<minor>, from Py_GetVersion (kFirstMinor to kLastMinor once resolved)
   bool shared = false;
   bool debug = false;
 
@@ -145,7 +145,7 @@ struct CPythonApi {
   int64_t (*PyInterpreterState_GetID)(void*) = nullptr;
   void* (*PyInterpreterState_Main)() = nullptr;
 
-  // Py_IsFinalizing (3.13) / _Py_IsFinalizing (3.8-3.12): true once Py_FinalizeEx began.
+  // Py_IsFinalizing (3.13+) / _Py_IsFinalizing (3.8-3.12): true once Py_FinalizeEx began.
   int (*Py_IsFinalizing)() = nullptr;
   // Registers a function that Py_FinalizeEx calls once it has finished (each lifetime's
   // registrations are run and dropped by its own finalisation; at most 32 at a time).
@@ -156,14 +156,21 @@ struct CPythonApi {
   int (*PyDict_Watch)(int, PyObject*) = nullptr;
 
   // CPython's MRO lookup, as its slot functions do it (borrowed, no error, no metaclass
-  // code run). Exported 3.8-3.13; proxy_observer.h needs it.
+  // code run). Exported 3.8-3.15; proxy_observer.h needs it.
   PyObject* (*PyType_Lookup)(PyObject*, PyObject*) = nullptr;
-  // Every Python function's own C entry point (exported 3.8-3.12; 3.13 keeps it internal).
+  // Every Python function's own C entry point (exported 3.8-3.12 and 3.15; 3.13 and 3.14
+  // keep it internal).
   PyObject* (*PyFunction_Vectorcall)(PyObject*, PyObject* const*, size_t, PyObject*) = nullptr;
   // Sets a function's entry point and clears its version (3.12+), see set_function_vectorcall.
   void (*PyFunction_SetVectorcall)(PyObject*, PyObject* (*)(PyObject*, PyObject* const*, size_t, PyObject*)) = nullptr;
 
+  // PEP 810 (3.15+): the type of the objects a lazy import binds until first use, and the
+  // repr that names what one will import.
+  PyObject* PyLazyImport_Type = nullptr;
+  PyObject* (*PyObject_Repr)(PyObject*) = nullptr;
+
   bool has_dict_watchers() const { return PyDict_AddWatcher && PyDict_Watch; }
+  bool has_lazy_imports() const { return PyLazyImport_Type && PyObject_Repr && has_dict_watchers(); }
 
   // Where an object's type pointer sits: after ob_refcnt (8), plus two words of
   // Py_TRACE_REFS list links in such debug builds; -1 when neither layout matched None.
@@ -177,11 +184,23 @@ struct CPythonApi {
 
 extern CPythonApi py;
 
-// Looks the API up in the running process. False: this is not a CPython 3.8+ process (or a
-// part we need is missing) and the tracer must stay inert.
-bool resolve_cpython_api();
+// The CPython versions this tracer knows: 3.<kFirstMinor> to 3.<kLastMinor>.
+constexpr int kFirstMinor = 8;
+constexpr int kLastMinor = 15;
 
-// Where fields sit in CPython's objects, 3.8-3.13 (release and debug builds alike; the
+// What resolve_cpython_api found in the running process.
+enum class CPythonSupport {
+  absent,   // not a CPython process: the tracer stays inert, no file
+  unknown,  // a CPython this tracer does not know (another version, or a part missing):
+            // not traced, and its trace says so
+  known,    // traced
+};
+// Looks the API up in the running process. For `unknown`, `why` gets the reason in a few
+// words ("this tracer knows CPython 3.8-3.15"); py.shared and py.debug are set from
+// `unknown` on.
+CPythonSupport resolve_cpython_api(char* why, size_t why_size);
+
+// Where fields sit in CPython's objects, 3.8-3.15 (release and debug builds alike; the
 // one difference, Py_TRACE_REFS's two list links in front of every object, is found at
 // run time and kept in CPythonApi::ob_type_offset). Offsets marked "from ob_type" count
 // from the object's type pointer, wherever the header put it.
@@ -243,6 +262,12 @@ inline PyObject* type_of(PyObject* o) {
 // a dict when asked for it, so there attributes are looked up.
 inline bool instance_attributes_in_dict() { return py.minor < 11; }
 
+// 3.8-3.14 raise the `import` audit event in import.c, just before it looks up
+// importlib._bootstrap._find_and_load; 3.15 raises it from that function's own Python code,
+// once the lookup has been made. There the tracer takes its place at an earlier event
+// (importlib's code is unmarshalled, and sys.path's files opened, before the first import).
+inline bool import_audit_inside_importlib() { return py.minor >= 15; }
+
 // 3.10+ keep atexit's callbacks in the interpreter (PyInterpreterState.atexit), so a
 // second atexit module object (made when `atexit` is imported again after leaving
 // sys.modules) shares them. 3.8 and 3.9 keep them in the module object, and a re-import
@@ -273,7 +298,7 @@ inline uint64_t dict_version(PyObject* d) {
 
 // A str's UTF-8 text without a call for the common case: an exact str that is compact
 // ASCII (PyASCIIObject: ob_refcnt, ob_type, length, hash, state, [wstr]; state bits 5
-// `compact` and 6 `ascii` in 3.8-3.13), whose characters are its UTF-8. Anything else, or
+// `compact` and 6 `ascii` in 3.8-3.15), whose characters are its UTF-8. Anything else, or
 // before probe_str_layout (GIL held) has checked the layout on real strings, asks
 // PyUnicode_AsUTF8AndSize. Null (no error left set) when `s` is not a str or cannot be
 // encoded.
@@ -339,7 +364,7 @@ typedef PyObject* (*BinaryFunc)(PyObject*, PyObject*);
 BinaryFunc patch_dict_inplace_or(BinaryFunc hook);
 
 // The runtime's list of C audit hooks (PySys_AddAuditHook) starts at a pointer inside
-// _PyRuntime (3.8-3.12 audit_hook_head, 3.13 audit_hooks.head). Once any hook is in that
+// _PyRuntime (3.8-3.12 audit_hook_head, 3.13-3.15 audit_hooks.head). Once any hook is in that
 // list, CPython builds an argument tuple for every audit event of every interpreter (four
 // per import: import, open, marshal.loads, exec), whether or not a hook cares. This finds
 // the word holding `entry` (the list's first node) by scanning _PyRuntime, whose size the
@@ -360,7 +385,7 @@ typedef void (*DestructorFn)(PyObject*);
 DestructorFn patch_module_dealloc(DestructorFn hook);
 
 // Where a Python function object keeps its C entry point (PyFunctionObject.vectorcall, at
-// PyFunction_Type's tp_vectorcall_offset, layout::kTpVectorcallOffset, 3.8-3.13). Every
+// PyFunction_Type's tp_vectorcall_offset, layout::kTpVectorcallOffset, 3.8-3.15). Every
 // call made from C (PyObject_Vectorcall and the calls built on it, which is how CPython's
 // slot functions call a class's __setattr__ or __getattr__) goes through it. Null when `fn` is
 // not a plain Python function or the layout is not the one expected.
@@ -399,7 +424,7 @@ PyObject* frame_code(PyObject* frame);
 // 20,000 imports from one 20,000-line file made it quadratic on 3.8-3.10); a module
 // importing its imports runs forward through its code, so a kept cursor moves a few
 // entries per import instead. The three table formats: co_lnotab (3.8, 3.9),
-// co_linetable's first form (3.10), the location table (3.11-3.13, CPython's
+// co_linetable's first form (3.10), the location table (3.11-3.15, CPython's
 // Objects/locations.md). Where the table does not give a line, frame_line falls back to
 // CPython.
 enum class LineFormat : uint8_t { none, lnotab, linetable_310, locations };

@@ -217,7 +217,10 @@ void record_import_end(ThreadState& t, const InFlight& self, PyObject* name, PyO
   if (res) {
     out.in_modules = sys_modules && main_interp ? dict_lookup(sys_modules, name) : nullptr;
     out.module = out.in_modules ? out.in_modules : res;
-    out.described = describe(out.module, nullptr, &out.module_dict);
+    // 3.15's probe for a submodule named by `lazy from pkg import name` returns None when
+    // there is none: an import that found nothing, with no object to describe.
+    if (out.module == py.None && !out.in_modules) out.module = nullptr;
+    if (out.module) out.described = describe(out.module, nullptr, &out.module_dict);
     rec.object = out.described;
     if (out.module_dict) {
       rec.spec_read = true;
@@ -237,7 +240,7 @@ void record_import_end(ThreadState& t, const InFlight& self, PyObject* name, PyO
 
   if (main_interp && sys_modules) {
     char parent_text[1024];
-    if (res) {
+    if (res && out.module) {
       out.parent = find_parent_package(name, innermost(t), parent_text, sizeof parent_text);
       if (out.parent.module) record_binding(rec.index, out.parent, out.in_modules, out.module);
     }
@@ -252,11 +255,11 @@ void record_import_end(ThreadState& t, const InFlight& self, PyObject* name, PyO
       found.parent = out.parent.module;
       shadow_at_import_end(t, name, rec.name, t.depth == 0, found);
     }
-    if (res && g_settings.proxies) {
+    if (res && out.module && g_settings.proxies) {
       instrument_if_proxy(out.module, out.described);
       observe_module(out.module);
     }
-    if (res) keep_audit_hook_where_needed(name, out.module);
+    if (res && out.module) keep_audit_hook_where_needed(name, out.module);
     // Top-level imports are where a program's phases change (pytest collecting test
     // modules in an xdist worker that has just set PYTEST_XDIST_WORKER): re-read the
     // allow-listed environment there, not at every import.

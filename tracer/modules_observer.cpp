@@ -3,6 +3,7 @@
 #include "access_repeats.h"
 #include "code_location.h"
 #include "imports_in_flight.h"
+#include "lazy_imports.h"
 #include "modules_shadow.h"
 #include "object_description.h"
 #include "object_identity.h"
@@ -294,7 +295,10 @@ int modules_watcher(int event, PyObject* dict, PyObject* key, PyObject* new_valu
       return 0;
     }
     const InFlight* in = innermost(t);
-    if (!t.pending_pop_key && in && in->name == key) return 0;
+    if (!t.pending_pop_key && in && in->name == key) {
+      watch_lazy_bindings(new_value);  // before the module's code runs
+      return 0;
+    }
   } else if (event == DICT_DELETED && key && !t.pending_pop_key) {
     // The pop half of the import system's pop-and-reinsert (3.12+ _load_unlocked): held
     // until the re-insert, as below, without the slow path's error juggling. Only
@@ -331,6 +335,7 @@ int modules_watcher(int event, PyObject* dict, PyObject* key, PyObject* new_valu
         drop_pending_pop(t);
       }
       PyObject* old = key && event != DICT_CLONED ? py.PyDict_GetItem(dict, key) : nullptr;
+      if (event == DICT_ADDED || event == DICT_MODIFIED) watch_lazy_bindings(new_value);
       if (event == DICT_ADDED && key_is_import) {
         // The import system's own insertion of the module it is loading: the Import
         // record says it; only later replacements are news.
@@ -441,6 +446,7 @@ void observe_sys_modules(PyObject* modules) {
   if (py.has_dict_watchers()) {
     int id = py.PyDict_AddWatcher(modules_watcher);
     if (id < 0 || py.PyDict_Watch(id, modules) < 0) py.PyErr_Clear();
+    observe_lazy_imports();
   } else {
     if (!g_observers.orig_ass_subscript) g_observers.orig_ass_subscript = patch_dict_ass_subscript(dict_ass_subscript_hook);
     observe_dict_methods();

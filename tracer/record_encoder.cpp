@@ -105,4 +105,46 @@ void encode_loaded_object(uint32_t path, const uint8_t* id, size_t id_len, bool 
   TraceWriter::end_record(r);
 }
 
+void encode_not_traced(const char* why) {
+  auto r = TraceWriter::begin_record(fields::Record::note);
+  auto& b = TraceWriter::buf();
+  wire::put_string(b, fields::Note::text, why);
+  wire::put_uint(b, fields::Note::time_ns, TraceWriter::now_ns());
+  wire::put_bool(b, fields::Note::not_traced, true);
+  TraceWriter::end_record(r);
+}
+
+}  // namespace imptrace
+
+namespace imptrace {
+
+void encode_lazy_binding(const LazyBindingRecord& c) {
+  using namespace fields;
+  if (c.declared) {
+    auto r = TraceWriter::begin_record(Record::lazy_import);
+    auto& b = TraceWriter::buf();
+    wire::put_uint(b, LazyImport::module, c.module);
+    wire::put_uint(b, LazyImport::name, c.name);
+    wire::put_uint(b, LazyImport::target, c.target);
+    if (c.at) put_location(b, LazyImport::declared_at, *c.at);
+    wire::put_uint(b, LazyImport::test, c.context.test);
+    wire::put_uint(b, LazyImport::time_ns, c.context.time_ns);
+    wire::put_uint(b, LazyImport::thread, c.context.thread);
+    wire::put_uint(b, LazyImport::during_import, c.context.during_import);
+    TraceWriter::end_record(r);
+    return;
+  }
+  auto r = TraceWriter::begin_record(Record::lazy_reified);
+  auto& b = TraceWriter::buf();
+  wire::put_uint(b, LazyReified::module, c.module);
+  wire::put_uint(b, LazyReified::name, c.name);
+  if (c.object) put_object(b, LazyReified::object, *c.object);
+  if (c.at) put_location(b, LazyReified::used_at, *c.at);
+  wire::put_uint(b, LazyReified::test, c.context.test);
+  wire::put_uint(b, LazyReified::time_ns, c.context.time_ns);
+  wire::put_uint(b, LazyReified::thread, c.context.thread);
+  wire::put_uint(b, LazyReified::during_import, c.context.during_import);
+  TraceWriter::end_record(r);
+}
+
 }  // namespace imptrace

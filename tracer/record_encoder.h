@@ -120,3 +120,25 @@ void encode_import(const ImportRecord& r);
 void encode_loaded_object(uint32_t path, const uint8_t* id, size_t id_len, bool main_program);
 
 }  // namespace imptrace
+
+namespace imptrace {
+
+// The one record of a process the tracer does not trace (imptrace.Note, not_traced).
+void encode_not_traced(const char* why);
+
+}  // namespace imptrace
+
+namespace imptrace {
+
+// A lazy binding declared (imptrace.LazyImport) or resolved (imptrace.LazyReified).
+struct LazyBindingRecord {
+  bool declared = false;
+  uint32_t module = 0, name = 0;
+  uint32_t target = 0;                          // declared
+  const ObjectDescription* object = nullptr;    // resolved
+  const CodeLocation* at = nullptr;             // the statement, or the first use
+  RecordContext context;
+};
+void encode_lazy_binding(const LazyBindingRecord& r);
+
+}  // namespace imptrace

@@ -206,6 +206,7 @@ void write_process(JsonWriter& w, const Process& p) {
     w.field("text", n.text);
     w.field("time_ns", n.time_ns);
   });
+  w.field_or_null("not_traced", p.not_traced);
   w.string_array("warnings", p.warnings);
   w.end_object();
 }

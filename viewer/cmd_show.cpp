@@ -15,6 +15,7 @@
 #include "native_symbols.h"
 #include "failure_reporting.h"
 #include "import_time.h"
+#include "lazy_stories.h"
 
 namespace imptrace {
 namespace {
@@ -174,6 +175,51 @@ void show_lifetimes(const model::Process& p, const std::vector<bool>& repeats, s
   if (next_unseen) out << "  not seen: any Py_Initialize after the last Py_FinalizeEx\n";
 }
 
+// PEP 810 (3.15): how many lazy bindings were declared, resolved at first use, failed
+// there or never used; the failed ones with both places, then the never-used ones (all of
+// them with --all).
+template <typename Rel>
+void show_lazy_imports(const model::Process& p, std::ostream& out, const Rel& rel, bool all) {
+  if (p.lazy_declared.empty()) return;
+  const auto stories = model::lazy_stories(p);
+  size_t resolved = 0, failed = 0, unused = 0;
+  for (const auto& s : stories) {
+    if (s.failed) ++failed;
+    else if (s.resolved) ++resolved;
+    else ++unused;
+  }
+  out << "  lazy imports (PEP 810): " << stories.size() << " declared, " << resolved << " resolved at first use, "
+      << failed << " failed at first use, " << unused << " declared and never used\n";
+  auto declared = [&](const model::LazyDeclared& d) {
+    out << "    " << d.target << " (" << d.module << "." << d.name << ")";
+  };
+  if (failed) {
+    out << "  lazy imports that failed at first use:\n";
+    Lister l{out};
+    for (const auto& s : stories) {
+      if (!s.failed || !l.add()) continue;
+      declared(*s.declared);
+      out << ": " << s.failed->error_text() << "\n";
+      if (!s.declared->declared_at.empty()) out << "      declared at " << format_location(rel(s.declared->declared_at)) << "\n";
+      if (!s.failed->importer.empty()) out << "      first used at " << format_location(rel(s.failed->importer)) << "\n";
+      if (!s.failed->test.empty()) out << "      during test " << s.failed->test << "\n";
+    }
+    l.finish();
+  }
+  if (unused) {
+    // 3.15's own stdlib declares some in every process: a short list unless --all.
+    out << "  lazy imports declared and never used:\n";
+    Lister l{out, all ? SIZE_MAX : kMaxListed};
+    for (const auto& s : stories) {
+      if (!s.never_used() || !l.add()) continue;
+      declared(*s.declared);
+      if (!s.declared->declared_at.empty()) out << " at " << format_location(rel(s.declared->declared_at));
+      out << "\n";
+    }
+    l.finish();
+  }
+}
+
 void show_process(const model::Process& p, std::ostream& out, bool all_failures) {
   const auto roots = p.sys_path_roots();
   auto rel = [&](const model::Location& loc) { return model::relative_location(loc, roots); };
@@ -189,6 +235,11 @@ void show_process(const model::Process& p, std::ostream& out, bool all_failures)
   out << "  trace " << p.source_file << " (schema " << p.schema_major << "." << p.schema_minor;
   if (!p.tracer_version.empty()) out << ", tracer " << p.tracer_version;
   out << ")" << (p.truncated ? " TRUNCATED" : "") << "\n";
+  if (!p.not_traced.empty()) {
+    // Nothing else follows in such a trace: no counts, no end, only the reason.
+    out << "  " << p.not_traced << "\n";
+    return;
+  }
   out << "  how it ended: " << model::end_text(p.end)
       << (model::ended_abnormally(p.end) ? "  <- ended abnormally: the trace stops there" : "") << "\n";
 
@@ -274,6 +325,8 @@ void show_process(const model::Process& p, std::ostream& out, bool all_failures)
       }
     }
   }
+
+  show_lazy_imports(p, out, rel, all_failures);
 
   // At most kMaxListed of each kind, in the order find_anomalies gives them.
   std::vector<Anomaly> anomalies = find_anomalies(p);

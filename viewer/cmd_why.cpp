@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "key_history.h"
 #include "native_symbols.h"
+#include "lazy_stories.h"
 #include "proxy_decision.h"
 
 namespace imptrace {
@@ -115,6 +116,27 @@ void build_process(const Process& p, const std::string& module, WhyReport& r) {
     r.children.push_back({p.pid, b});
   }
 
+  for (const auto& s : model::lazy_stories(p)) {
+    if (!model::lazy_target_concerns(s.declared->target.str(), module)) continue;
+    WhyLazy l;
+    l.process = p.pid;
+    l.declared = *s.declared;
+    l.declared.declared_at = model::relative_location(s.declared->declared_at, roots);
+    if (s.failed) {
+      l.outcome = WhyLazy::Outcome::Failed;
+      l.used_at = model::relative_location(s.failed->importer, roots);
+      l.used_test = s.failed->test.str();
+      l.error = s.failed->error_text();
+      l.failed_import = s.failed->name.str();
+    } else if (s.resolved) {
+      l.outcome = WhyLazy::Outcome::Resolved;
+      l.used_at = model::relative_location(s.resolved->used_at, roots);
+      l.used_test = s.resolved->test.str();
+      l.object = s.resolved->object;
+    }
+    r.lazy.push_back(std::move(l));
+  }
+
   for (const auto& a : p.proxy_accesses) {
     bool on_entry = a.proxy.present && stood_in.count(a.proxy.id);
     bool forwarded_here = a.forwarded_to.present && a.forwarded_to.name == module;
@@ -211,6 +233,24 @@ void why_json(const WhyReport& r, std::ostream& out, bool pretty) {
     });
   });
 
+  w.object_array("lazy", r.lazy, [&](const WhyLazy& l) {
+    w.field("module", l.declared.module);
+    w.field("name", l.declared.name);
+    w.field("target", l.declared.target);
+    w.key("declared_at");
+    write_location_json(w, l.declared.declared_at);
+    w.field_or_null("declared_test", l.declared.test.str());
+    w.field("outcome", l.outcome == WhyLazy::Outcome::Resolved ? "resolved"
+                       : l.outcome == WhyLazy::Outcome::Failed ? "failed" : "never_used");
+    w.key("used_at");
+    write_location_json(w, l.used_at);
+    w.field_or_null("test", l.used_test);
+    w.field_or_null("object", model::object_token(l.object));
+    w.field_or_null("error", l.error);
+    w.field_or_null("failed_import", l.failed_import);
+    w.field("process", l.process);
+  });
+
   w.object_array("children", r.children, [&](const WhyChild& c) {
     const auto& b = c.binding;
     w.field("name", b.attribute);
@@ -267,9 +307,9 @@ void why_json(const WhyReport& r, std::ostream& out, bool pretty) {
 
 void why_text(const WhyReport& r, std::ostream& out) {
   const std::string key = "sys.modules['" + r.module + "']";
-  if (r.entries.empty() && r.children.empty() && r.proxy_accesses.empty() && r.imports.empty()) {
+  if (r.entries.empty() && r.children.empty() && r.proxy_accesses.empty() && r.imports.empty() && r.lazy.empty()) {
     out << "Nothing recorded about " << key << ": no import, no change, no binding, no "
-        << "proxy access.\n";
+        << "proxy access, no lazy import.\n";
     return;
   }
   std::set<int64_t> pids;
@@ -359,6 +399,31 @@ void why_text(const WhyReport& r, std::ostream& out) {
       out << "\n";
       if (!wi.import.native_caller.empty())
         out << "     entered from native code: " << model::format_native_caller(wi.import.native_caller) << "\n";
+    }
+  }
+
+  if (!r.lazy.empty()) {
+    // PEP 810: the error comes at first use, far from the statement; both places.
+    out << "\nLazy imports of " << r.module << " (PEP 810), declared first, used later:\n";
+    for (const auto& l : r.lazy) {
+      out << "  `" << l.declared.name << "` in " << l.declared.module << " -> " << l.declared.target
+          << "  [process " << l.process << "]\n";
+      out << "     declared";
+      if (!l.declared.declared_at.empty()) out << " at " << format_location(l.declared.declared_at);
+      if (!l.declared.test.empty()) out << " during test " << l.declared.test;
+      out << "\n";
+      if (l.outcome == WhyLazy::Outcome::NeverUsed) {
+        out << "     never used: nothing was imported for it\n";
+        continue;
+      }
+      out << "     first used";
+      if (!l.used_at.empty()) out << " at " << format_location(l.used_at);
+      if (!l.used_test.empty()) out << " during test " << l.used_test;
+      out << "\n";
+      if (l.outcome == WhyLazy::Outcome::Resolved)
+        out << "     resolved there to " << describe_object(l.object) << "\n";
+      else
+        out << "     FAILED there: importing " << l.failed_import << " raised " << l.error << "\n";
     }
   }
 

@@ -206,8 +206,19 @@ struct WhyImport {                    // each import of M (failed ones included)
   bool reentry = false;               // a lookup while an outer import of M initialises it
   uint32_t lifetime = 0;              // as WhyEntry::lifetime
 };
+struct WhyLazy {                      // a PEP 810 lazy binding of M (lazy_stories.h)
+  int64_t process = 0;
+  model::LazyDeclared declared;       // declared_at relativized
+  enum class Outcome { Resolved, Failed, NeverUsed } outcome = Outcome::NeverUsed;
+  model::Location used_at;            // the first use (relativized); empty when never used
+  std::string used_test;
+  model::ObjectRef object;            // Resolved: what the binding became
+  std::string error;                  // Failed: "ExceptionType: message"
+  std::string failed_import;          // Failed: the module whose import failed
+};
 struct WhyReport {
   std::string module;
+  std::vector<WhyLazy> lazy;
   std::vector<WhyEntry> entries;
   std::vector<WhyChild> children;
   std::vector<WhyProxyAccess> proxy_accesses;

@@ -9,6 +9,7 @@
 #include "diff_compare.h"
 #include "failure_reporting.h"
 #include "import_time.h"
+#include "lazy_stories.h"
 
 namespace imptrace {
 namespace diff {
@@ -120,6 +121,18 @@ void compare_failed(const Group& g, const Group& b, Findings& out) {
       if (!l.empty()) {
         f.summary += " (imported at " + format_location(l) + ")";
         f.where.push_back(l);
+      }
+      // PEP 810: the import ran at the first use of a lazy binding (a lazy run against an
+      // eager one moves it there); the statement that declared it is the other place.
+      if (!x.first->p->lazy_declared.empty()) {
+        for (const auto& s : model::lazy_stories(*x.first->p)) {
+          if (s.failed != &im) continue;
+          Location d = x.first->norm->loc(s.declared->declared_at);
+          f.summary += ", the first use of a lazy import" +
+                       (d.empty() ? std::string() : " declared at " + format_location(d));
+          if (!d.empty()) f.where.push_back(d);
+          break;
+        }
       }
       f.bad = im.error_text();
       f.good = was_ok ? "imported fine"
@@ -244,6 +257,9 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
       f.order = in_bad ? b.pos_of(names[0]) : UINT64_MAX - 1;
       const ModFacts& rep = *from.mod(names[0]);
       const Import& im = *rep.ok_facts->first_ok;
+      // A module a test runner's failure report imported (3.14+'s traceback imports
+      // _suggestions to suggest a name) follows from the failure: not a cause.
+      if (model::is_failure_reporting_frame(im.importer)) f.severity = Severity::Info;
       Location l = rep.ok_process->norm->loc(im.importer);
       if (!l.empty()) f.where.push_back(l);
       f.test = im.test;

@@ -66,9 +66,19 @@ std::vector<Fate> classify_failures(const model::Process& p) {
   // import.
   bool have_importers = false;
   for (const auto& im : p.imports) have_importers |= !im.importer.empty();
+  // From the interpreter's own import of `traceback` to print an uncaught error on a
+  // thread, nothing that thread imports is the program going on either: 3.15's traceback
+  // resolves its lazy imports (linecache's, tokenize's...) from Python code while it prints.
+  // (Told by that import having no importer, so only where imports have them.)
+  std::unordered_map<uint64_t, uint64_t> printing_from;
+  for (const auto& im : p.imports)
+    if (have_importers && im.parent_pos < 0 && im.importer.empty() && im.name == "traceback")
+      printing_from.emplace(im.thread, im.begin_ns);
   std::unordered_map<uint64_t, uint64_t> last_begin;
   for (const auto& im : p.imports) {
     if (have_importers && im.importer.empty()) continue;
+    auto printing = printing_from.find(im.thread);
+    if (printing != printing_from.end() && im.begin_ns >= printing->second) continue;
     auto ins = last_begin.emplace(im.thread, im.begin_ns);
     if (!ins.second) ins.first->second = std::max(ins.first->second, im.begin_ns);
   }

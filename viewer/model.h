@@ -301,6 +301,29 @@ struct LoadedObject {
   bool main_program = false;  // the executable, not a shared library
 };
 
+// PEP 810 (3.15): a module global bound to a lazy import object (LazyImport), and the
+// first use that replaced it with what it resolved to (LazyReified).
+struct LazyDeclared {
+  Str module;          // whose globals
+  Str name;            // the bound name
+  Str target;          // what it will import ("pkg.mod", "pkg.attr" for lazy from)
+  Location declared_at;
+  Str test;
+  uint64_t time_ns = 0;
+  uint64_t thread = 0;
+  uint64_t during_import = 0;
+};
+struct LazyResolved {
+  Str module;
+  Str name;
+  ObjectRef object;    // what the binding holds now
+  Location used_at;    // the first use
+  Str test;
+  uint64_t time_ns = 0;
+  uint64_t thread = 0;
+  uint64_t during_import = 0;
+};
+
 struct SysPathSnapshot {
   std::vector<std::string> entries;
   uint64_t time_ns = 0;
@@ -309,6 +332,7 @@ struct SysPathSnapshot {
 struct Note {
   std::string text;
   uint64_t time_ns = 0;
+  bool not_traced = false;  // the tracer left the process alone; text says why
 };
 
 // How a process ended (ProcessEnd). A trace without an end record stops before its
@@ -372,8 +396,12 @@ struct Process {
   std::vector<ProxyAccess> proxy_accesses;
   std::vector<ProxyClass> proxy_classes;
   std::vector<SysPathSnapshot> sys_paths;
+  std::vector<LazyDeclared> lazy_declared;  // in record order (lazy_imports.h pairs them)
+  std::vector<LazyResolved> lazy_resolved;
   std::vector<Note> notes;       // from the tracer
   std::vector<LoadedObject> loaded_objects;  // IMPTRACE_NATIVE_STACKS=1
+  // Why the tracer left this process alone (a CPython it does not know); empty: traced.
+  std::string not_traced;
   ProcessEnd end;                // the last end record; How::None when there is none
   // In time order. Empty for a trace from a tracer that did not mark lifetimes.
   std::vector<Lifetime> lifetimes;

@@ -134,6 +134,8 @@ class Decoder {
         case F::Record::lifetime_end: ok = lifetime_end(body); break;
         case F::Record::proxy_access_summary: ok = proxy_access_summary(body); break;
         case F::Record::loaded_object: ok = loaded_object(body); break;
+        case F::Record::lazy_import: ok = lazy_import(body); break;
+        case F::Record::lazy_reified: ok = lazy_reified(body); break;
         default: kind = 0; break;  // a newer record kind: skip it
       }
       if (!ok) rr.ok = false;
@@ -465,6 +467,44 @@ class Decoder {
     return true;
   }
 
+  bool lazy_import(Reader r) {
+    model::LazyDeclared d;
+    bool ok = for_each_field(r, [&](uint32_t f, WireType wt, Reader& rr) {
+      switch (f) {
+        case F::LazyImport::module: return get_str_id(wt, rr, d.module);
+        case F::LazyImport::name: return get_str_id(wt, rr, d.name);
+        case F::LazyImport::target: return get_str_id(wt, rr, d.target);
+        case F::LazyImport::declared_at: return location(wt, rr, d.declared_at);
+        case F::LazyImport::test: return get_str_id(wt, rr, d.test);
+        case F::LazyImport::time_ns: return get_u64(wt, rr, d.time_ns);
+        case F::LazyImport::thread: return get_u64(wt, rr, d.thread);
+        case F::LazyImport::during_import: return get_u64(wt, rr, d.during_import);
+        default: return false;
+      }
+    });
+    if (ok) proc_.lazy_declared.push_back(std::move(d));
+    return ok;
+  }
+
+  bool lazy_reified(Reader r) {
+    model::LazyResolved d;
+    bool ok = for_each_field(r, [&](uint32_t f, WireType wt, Reader& rr) {
+      switch (f) {
+        case F::LazyReified::module: return get_str_id(wt, rr, d.module);
+        case F::LazyReified::name: return get_str_id(wt, rr, d.name);
+        case F::LazyReified::object: return object(wt, rr, d.object);
+        case F::LazyReified::used_at: return location(wt, rr, d.used_at);
+        case F::LazyReified::test: return get_str_id(wt, rr, d.test);
+        case F::LazyReified::time_ns: return get_u64(wt, rr, d.time_ns);
+        case F::LazyReified::thread: return get_u64(wt, rr, d.thread);
+        case F::LazyReified::during_import: return get_u64(wt, rr, d.during_import);
+        default: return false;
+      }
+    });
+    if (ok) proc_.lazy_resolved.push_back(std::move(d));
+    return ok;
+  }
+
   bool proxy_access(Reader r) {
     model::ProxyAccess& a = proc_.proxy_accesses.emplace_back();
     bool ok = for_each_field(r, [&](uint32_t f, WireType wt, Reader& rr) {
@@ -583,9 +623,11 @@ class Decoder {
     bool ok = for_each_field(r, [&](uint32_t f, WireType wt, Reader& rr) {
       if (f == F::Note::text) return get_string(wt, rr, n.text);
       if (f == F::Note::time_ns) return get_u64(wt, rr, n.time_ns);
+      if (f == F::Note::not_traced) return get_bool(wt, rr, n.not_traced);
       return false;
     });
     if (!ok) return false;
+    if (n.not_traced) proc_.not_traced = n.text;
     proc_.notes.push_back(std::move(n));
     return true;
   }

@@ -27,7 +27,71 @@ def interpreters():
 
 
 def ident(py):
+    if os.path.dirname(py) == SID_WRAPPERS:
+        return "sid-" + os.path.basename(py).replace("python", "")
     return py.replace("/usr/bin/", "debian-").replace("/root/.pyenv/versions/", "pyenv-").replace("/bin/python", "")
+
+
+# CPython 3.14 and 3.15 come from Debian sid, in the chroot scripts/sid.sh makes (cached at
+# /var/cache/imptrace/sid). Each runs through a wrapper in BUILD/sid/ that enters the
+# chroot with /tmp and the source and build trees at the same paths (tests/e2e/sid_python),
+# so a test runs it like any interpreter of this machine.
+SID = os.environ.get("IMPTRACE_SID") or "/var/cache/imptrace/sid"
+SID_VERSIONS = ("3.14", "3.15")
+SID_WRAPPERS = os.path.join(BUILD, "sid")
+_sid_state = {}
+
+
+def sid_unavailable():
+    """Why the chroot's interpreters cannot run here, or None when they can."""
+    if "why" not in _sid_state:
+        _sid_state["why"] = _sid_check()
+    return _sid_state["why"]
+
+
+def _sid_check():
+    why_file = SID + ".unavailable"
+    if os.path.exists(why_file):
+        with open(why_file) as f:
+            return "no Debian sid chroot: " + f.read().strip()
+    missing = [v for v in SID_VERSIONS if not os.path.exists(os.path.join(SID, "usr/bin/python" + v))]
+    if missing:
+        return "no python%s in %s (scripts/sid.sh makes the chroot)" % ("/".join(missing), SID)
+    os.makedirs(SID_WRAPPERS, exist_ok=True)
+    dirs = ":".join(sorted({"/tmp", SRC, BUILD}))
+    for v in SID_VERSIONS + ("3.14-dbg",):
+        w = os.path.join(SID_WRAPPERS, "python" + v)
+        text = "#!/bin/sh\nexec %s %s %s /usr/bin/python%s \"$@\"\n" % (
+            os.path.join(SRC, "tests", "e2e", "sid_python"), SID, dirs, v)
+        if not os.path.exists(w) or open(w).read() != text:
+            with open(w + ".tmp", "w") as f:
+                f.write(text)
+            os.chmod(w + ".tmp", 0o755)
+            os.replace(w + ".tmp", w)
+    r = subprocess.run([os.path.join(SID_WRAPPERS, "python3.15"), "-c", "pass"], capture_output=True, text=True,
+                       cwd="/tmp", timeout=60)
+    if r.returncode != 0:
+        return "cannot enter the chroot %s (root, unshare and mount are needed): %s" % (SID, r.stderr.strip()[-300:])
+    return None
+
+
+def sid_python(version):
+    """The wrapper that runs the chroot's python<version> ("3.14", "3.15", "3.14-dbg")."""
+    return os.path.join(SID_WRAPPERS, "python" + version)
+
+
+def sid_marks():
+    """What a test parameter on the chroot's interpreters carries: a skip with the reason
+    when the chroot cannot be used here."""
+    import pytest
+    why = sid_unavailable()
+    return [pytest.mark.skip(reason=why)] if why else []
+
+
+def sid_interpreters(versions=SID_VERSIONS):
+    """pytest parameters for the chroot's interpreters (skipped, saying why, without it)."""
+    import pytest
+    return [pytest.param(sid_python(v), marks=sid_marks()) for v in versions]
 
 
 def clean_env(**extra):

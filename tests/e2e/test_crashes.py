@@ -5,7 +5,8 @@ SIGKILL, SIGSEGV (ctypes.string_at(0)), os.abort(), os._exit(3), an uncaught
 KeyboardInterrupt (CPython re-raises SIGINT), sys.exit(5), an exception in an atexit
 handler (which also imports), imports in __del__ during finalisation (module globals and
 a gc'd reference cycle), and a daemon thread importing while the main thread exits.
-On every pyenv interpreter, Debian's static python3 and python3.11-dbg, traced and
+On every pyenv interpreter, Debian's static python3 and python3.11-dbg, Debian sid's 3.14
+and 3.15 (scripts/sid.sh's chroot), traced and
 untraced: same exit status or signal, same stdout, same stderr. The trace decodes with
 protoc and the viewer, and contains the marker import.
 """
@@ -15,9 +16,9 @@ import signal
 
 import pytest
 
-from e2e_util import export, interpreters, protoc_decodes, run, traces, ident
+from e2e_util import export, interpreters, protoc_decodes, run, sid_interpreters, traces, ident
 
-PYS = interpreters() + [p for p in ["/usr/bin/python3.11-dbg"] if os.path.exists(p)]
+PYS = interpreters() + [p for p in ["/usr/bin/python3.11-dbg"] if os.path.exists(p)] + sid_interpreters()
 
 MARK = "import colorsys\n"
 PROGRAMS = {

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from e2e_util import run, traces, viewer
+from e2e_util import SID, run, sid_python, sid_unavailable, traces, viewer
 
 PY = "/usr/bin/python3"
 
@@ -77,3 +77,69 @@ def test_pytest_run_same_twice_clean(tmp_path):
         runs.append(str(out))
     rc, d = diff(*runs)
     assert rc == 0, [f for f in d["findings"] if f["severity"] != "info"][:3]
+
+
+# ---- torch 2.x: Debian sid's python3-torch for 3.14 (scripts/sid.sh's chroot) ------------
+TORCH_SUITE = """
+    import pytest
+    import torch
+
+
+    def f(x):
+        return torch.sin(x) * 2 + x
+
+
+    # TorchDynamo and AOTAutograd on the CPU; not Inductor's C++ code generation, which
+    # needs the headers Debian ships in libtorch-dev.
+    compiled = torch.compile(f, backend="aot_eager")
+
+
+    @pytest.mark.parametrize("n", [4, 8])
+    def test_compiled_matches_eager(n):
+        x = torch.arange(float(n))
+        assert torch.allclose(compiled(x), f(x))
+
+
+    def test_lazy_submodules():
+        assert torch.fx.symbolic_trace(f).graph is not None
+        assert torch.distributions.Normal(0.0, 1.0).mean == 0.0
+    """
+
+
+def sid_torch():
+    py = sid_python("3.14")
+    if sid_unavailable():
+        return None, sid_unavailable()
+    r = subprocess.run([py, "-c", "import torch, torch._dynamo"], capture_output=True, text=True,
+                       cwd="/tmp")
+    if r.returncode != 0:
+        return None, "python3-torch not installed in %s (scripts/sid.sh installs it)" % SID
+    return py, None
+
+
+def test_torch2_import_and_compile_suite_same_twice_clean(tmp_path):
+    """`import torch` and a pytest suite that runs torch.compile on the CPU, under 3.14 with
+    Debian sid's torch 2.x (TorchDynamo, AOTAutograd, lazy submodules, PEP 562 __getattr__):
+    two runs with different hash seeds and working directories diff clean."""
+    py, why = sid_torch()
+    if not py:
+        pytest.skip(why)
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "test_compile.py").write_text(textwrap.dedent(TORCH_SUITE))
+    runs = []
+    for name, seed in (("r1", 7), ("r2", 8)):
+        cwd = tmp_path / ("cwd-" + name)
+        cwd.mkdir()
+        out = tmp_path / name
+        r = run([py, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite)], traced=True, outdir=str(out),
+                env={"PYTHONHASHSEED": str(seed)},
+                cwd=str(cwd), timeout=600)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        assert "3 passed" in r.stdout
+        runs.append(str(out))
+    names = {i["name"] for p in json.loads(viewer("export", runs[0], "--format", "json").stdout)["processes"]
+             for i in p["imports"]}
+    assert {"torch", "torch._dynamo", "torch._functorch.aot_autograd", "torch.fx", "torch.distributions"} <= names
+    rc, d = diff(*runs)
+    assert rc == 0, [(f["kind"], f["module"], f["summary"]) for f in d["findings"] if f["severity"] != "info"][:5]

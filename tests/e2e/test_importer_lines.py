@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from e2e_util import export, ident, interpreters, run, traces
+from e2e_util import export, ident, interpreters, run, sid_interpreters, traces
 
 PAD = "# padding\n"
 
@@ -140,7 +140,7 @@ def _write():
 '''
 
 
-@pytest.mark.parametrize("py", interpreters(), ids=ident)
+@pytest.mark.parametrize("py", interpreters() + sid_interpreters(), ids=ident)
 def test_importer_lines_exact_in_a_long_module(py, tmp_path):
     root = tmp_path / "src"
     root.mkdir()

@@ -4,7 +4,8 @@ import os
 
 import pytest
 
-from e2e_util import PROGRAMS, export, ident, interpreters, run, traces
+from e2e_util import (PROGRAMS, SID_VERSIONS, export, ident, interpreters, run, sid_interpreters, sid_marks,
+                      sid_python, traces)
 
 MODES = [["-X", "dev"], ["-I"], ["-S"], ["-X", "importtime"]]
 CODE = "import json, csv, sys; print(json.dumps({'a': 1}), len(sys.argv))"
@@ -18,6 +19,13 @@ def cases():
     if os.path.exists("/usr/bin/python3.11-dbg"):
         yield "/usr/bin/python3.11-dbg", [], {}
         yield "/usr/bin/python3.11-dbg", ["-X", "dev"], {}
+    # Debian sid's 3.14, 3.15 and 3.14's debug build (skipped, saying why, without the chroot).
+    for v in SID_VERSIONS:
+        for m in MODES:
+            yield pytest.param(sid_python(v), m, {}, marks=sid_marks())
+        yield pytest.param(sid_python(v), [], {"PYTHONMALLOC": "debug"}, marks=sid_marks())
+    yield pytest.param(sid_python("3.14-dbg"), [], {}, marks=sid_marks())
+    yield pytest.param(sid_python("3.14-dbg"), ["-X", "dev"], {}, marks=sid_marks())
 
 
 @pytest.mark.parametrize("py,mode,env", list(cases()),
@@ -34,7 +42,7 @@ def test_mode_unchanged(py, mode, env, tmp_path):
     assert any(i["name"] == "csv" for i in export(files[0])["processes"][0]["imports"])
 
 
-@pytest.mark.parametrize("py", interpreters(), ids=ident)
+@pytest.mark.parametrize("py", interpreters() + sid_interpreters(), ids=ident)
 def test_traceback_unchanged(py, tmp_path):
     plain = run([py, PROGRAMS + "/traceback_shape.py"], traced=False)
     traced = run([py, PROGRAMS + "/traceback_shape.py"], traced=True, outdir=str(tmp_path))

@@ -18,7 +18,7 @@ import textwrap
 
 import pytest
 
-from e2e_util import export, ident, interpreters, protoc_decodes, run, traces
+from e2e_util import export, ident, interpreters, protoc_decodes, run, sid_interpreters, traces
 
 PYENV = "/root/.pyenv/versions/%s/bin/python"
 
@@ -116,7 +116,7 @@ ISOLATED = textwrap.dedent('''
 ''')
 
 
-@pytest.mark.parametrize("py", [PYENV % "3.12.1", PYENV % "3.13.0"], ids=ident)
+@pytest.mark.parametrize("py", [PYENV % "3.12.1", PYENV % "3.13.0"] + sid_interpreters(), ids=ident)
 def test_isolated_subinterpreters(py, tmp_path):
     if not os.path.exists(py):
         pytest.skip("not installed")

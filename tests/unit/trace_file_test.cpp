@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "lazy_stories.h"
 #include "record_encoder.h"
 #include "records.h"
 #include "trace_reader.h"
@@ -113,6 +114,28 @@ void write_batch(int i) {
     b.status = i % 2 ? Binding::MISMATCH : Binding::BOUND;
     if (b.status == Binding::MISMATCH) b.attribute_value = &value;
     encode_binding(b);
+  }
+  if (i % 10 == 0) {  // a lazy binding (3.15) declared, every other one resolved at first use
+    CodeLocation at{intern("/app/lazy.py"), static_cast<uint32_t>(i + 3), intern("<module>"), false};
+    LazyBindingRecord d;
+    d.declared = true;
+    d.module = intern("app.lazy");
+    d.name = intern("n" + std::to_string(i));
+    d.target = intern("pkg.t" + std::to_string(i));
+    d.at = &at;
+    d.context = RecordContext{6000u + static_cast<uint64_t>(i), i % 20 ? 4242u : 0u, intern("tests/t.py::decl"), 0};
+    encode_lazy_binding(d);
+    if (i % 20 == 0) {
+      CodeLocation use{intern("/app/use.py"), static_cast<uint32_t>(i + 4), intern("use"), false};
+      ObjectDescription o{300u + static_cast<uint64_t>(i), 0, ObjectFlags::plain_module, d.target, 0};
+      LazyBindingRecord r;
+      r.module = d.module;
+      r.name = d.name;
+      r.object = &o;
+      r.at = &use;
+      r.context = RecordContext{6001u + static_cast<uint64_t>(i), 0, intern("tests/t.py::use"), static_cast<uint64_t>(i) + 1};
+      encode_lazy_binding(r);
+    }
   }
   TraceWriter::flush();
 }
@@ -265,6 +288,41 @@ TEST_F(TraceFile, EncodedRecordsReadBackFieldByField) {
     }
   }
   EXPECT_EQ(bindings, p.bindings.size());
+}
+
+TEST_F(TraceFile, LazyBindingsReadBackAndPairWithTheirFirstUse) {
+  model::Process p = parse(*final_, final_->size());
+  ASSERT_EQ(p.lazy_declared.size(), static_cast<size_t>(kBatches / 10));
+  ASSERT_EQ(p.lazy_resolved.size(), static_cast<size_t>(kBatches / 20));
+  const auto stories = model::lazy_stories(p);
+  ASSERT_EQ(stories.size(), p.lazy_declared.size());
+  for (size_t k = 0; k < stories.size(); ++k) {
+    int i = static_cast<int>(k) * 10;
+    SCOPED_TRACE(i);
+    const model::LazyDeclared& d = *stories[k].declared;
+    EXPECT_EQ(d.module, "app.lazy");
+    EXPECT_EQ(d.name, "n" + std::to_string(i));
+    EXPECT_EQ(d.target, "pkg.t" + std::to_string(i));
+    EXPECT_EQ(d.declared_at.file, "/app/lazy.py");
+    EXPECT_EQ(d.declared_at.line, static_cast<uint32_t>(i + 3));
+    EXPECT_EQ(d.test, "tests/t.py::decl");
+    EXPECT_EQ(d.time_ns, 6000u + static_cast<uint64_t>(i));
+    EXPECT_EQ(d.thread, i % 20 ? 4242u : 0u);
+    EXPECT_EQ(stories[k].failed, nullptr);  // the batches' failed imports are other names
+    if (i % 20) {
+      EXPECT_TRUE(stories[k].never_used());
+      continue;
+    }
+    ASSERT_NE(stories[k].resolved, nullptr);
+    const model::LazyResolved& r = *stories[k].resolved;
+    EXPECT_EQ(r.used_at.file, "/app/use.py");
+    EXPECT_EQ(r.used_at.line, static_cast<uint32_t>(i + 4));
+    EXPECT_EQ(r.used_at.function, "use");
+    EXPECT_EQ(r.test, "tests/t.py::use");
+    EXPECT_EQ(r.during_import, static_cast<uint64_t>(i) + 1);
+    EXPECT_EQ(r.object.id, 300u + static_cast<uint64_t>(i));
+    EXPECT_TRUE(r.object.is_plain_module());
+  }
 }
 
 TEST_F(TraceFile, EveryCommittedStateIsAValidTraceOfTheBatchesSoFar) {
