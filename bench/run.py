@@ -710,166 +710,25 @@ def parse_annotate(txt):
 
 
 # ----------------------------------------------------------------------------------------
-# Viewer speed: traces of 100,000 imports written directly in the wire format
-# (proto/imptrace.proto, field numbers from its .proto).
+# Viewer speed: two runs of 100,000 imports each, written by diff_bench_gen
+# (tests/unit/diff_bench_gen.cpp, through the tests' TraceBuilder and the field numbers
+# generated from proto/imptrace.proto): 1,000 packages of n/1,000 modules, an import-system
+# sys.modules insertion and a parent binding per import; the failing run also has the
+# npugraph_ex-like replacement and one more import, so that diff has findings.
 
 
-def varint(v):
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
-def fu(field, v):   # varint field, omitted when zero (proto3)
-    return varint(field << 3) + varint(v) if v else b""
-
-
-def fl(field, data):  # length-delimited field
-    return varint(field << 3 | 2) + varint(len(data)) + data
-
-
-def record(kind, body):  # Trace.record (1) -> Record.<kind>
-    return fl(1, fl(kind, body))
-
-
-class TraceGen:
-    # Record kinds
-    HEADER, STRING_DEF, IMPORT, MODULES_CHANGE, BINDING, PROXY_ACCESS, SYS_PATH = 1, 2, 3, 4, 5, 6, 7
-
-    def __init__(self, f):
-        self.f = f
-        self.ids = {}
-
-    def s(self, text):
-        i = self.ids.get(text)
-        if i is None:
-            i = self.ids[text] = len(self.ids) + 1
-            self.f.write(record(self.STRING_DEF, fu(1, i) + fl(2, text.encode())))
-        return i
-
-    def obj(self, field, oid, name, file):
-        return fl(field, fu(1, oid) + fu(2, self.s("module")) + fu(3, 1) + fu(4, self.s(name))
-                  + fu(5, self.s(file)))
-
-
-def gen_viewer_trace(path, n, variant="good"):
-    """n imports in a three-level package layout (100 packages x 10 subpackages x leaves),
-    nested as the import system would run them, records written at import end as the
-    tracer does. The "bad" variant differs in a handful of places so diff has findings."""
-    site = "/opt/venv/lib/python3.11/site-packages"
-    pid = 4242 if variant == "good" else 4343
-    with open(path, "wb") as f:
-        g = TraceGen(f)
-        hdr = (fu(1, 1) + fu(2, 0) + fl(3, b"bench-generator") + fu(4, pid) + fu(5, 1)
-               + fl(6, PY.encode()) + fl(6, b"gen_main.py") + fl(7, b"/usr/bin/python3.11")
-               + fl(8, b"3.11.2 (bench)") + fl(9, b"static") + fl(10, b"Linux 6.0")
-               + fl(11, b"x86_64") + fl(12, b"/work") + fu(13, 1700000000 * 10**9)
-               + fu(16, 10**9))
-        f.write(record(g.HEADER, hdr))
-        f.write(record(g.SYS_PATH, fu(1, g.s("/work")) + fu(1, g.s("/usr/lib/python3.11"))
-                       + fu(1, g.s(site)) + fu(2, 1000)))
-        loader = g.s("_frozen_importlib_external.SourceFileLoader")
-        main_file, modfn = g.s("/work/gen_main.py"), g.s("<module>")
-        tid = 100
-        # Build the import list in start order: (name, depth, parent index or None)
-        names = []
-        p = 0
-        while len(names) < n:
-            names.append((f"gpkg{p}", None))
-            pi = len(names) - 1
-            for sp in range(10):
-                if len(names) >= n:
-                    break
-                names.append((f"gpkg{p}.sub{sp}", pi))
-                si = len(names) - 1
-                for m in range(98):
-                    if len(names) >= n:
-                        break
-                    names.append((f"gpkg{p}.sub{sp}.mod{m}", si))
-            p += 1
-        children = [[] for _ in names]
-        for i, (_, par) in enumerate(names):
-            if par is not None:
-                children[par].append(i)
-        begin = [0] * len(names)
-        dur = [0] * len(names)
-        clock = [2000]
-        order = []  # end order
-
-        slow = "gpkg3.sub2.mod5"
-
-        def walk(i):
-            begin[i] = clock[0]
-            clock[0] += 4000
-            for c in children[i]:
-                walk(c)
-            clock[0] += 6000 if not (variant == "bad" and names[i][0] == slow) else 9000000
-            dur[i] = clock[0] - begin[i]
-            order.append(i)
-
-        sys.setrecursionlimit(10000)
-        for i, (_, par) in enumerate(names):
-            if par is None:
-                walk(i)
-        missing = {"gpkg7.sub1.mod3", "gpkg9.sub4.mod60"} if variant == "bad" else set()
-        failing = "gpkg11.sub0.mod1" if variant == "bad" else None
-        moved = "gpkg5.sub5.mod5"
-        w = f.write
-        for i in order:
-            name, par = names[i]
-            if name in missing:
-                continue
-            parts = name.split(".")
-            is_pkg = len(parts) < 3
-            rel = "/".join(parts) + ("/__init__.py" if is_pkg else ".py")
-            base = site if not (variant == "bad" and name == moved) else "/work/vendored"
-            origin = f"{base}/{rel}"
-            oid = 0x7F0000000000 + i * 0x40
-            if par is None:
-                imp_file, line = main_file, 1 + i
-            else:
-                pname = names[par][0]
-                pparts = pname.split(".")
-                imp_file, line = g.s(f"{site}/{'/'.join(pparts)}/__init__.py"), 1 + children[par].index(i)
-            body = (fu(1, i) + fu(2, par + 1 if par is not None else 0) + fu(3, tid)
-                    + fu(4, begin[i]) + fu(5, dur[i]) + fu(6, g.s(name)))
-            if name == failing:
-                body += (fu(8, g.s("ModuleNotFoundError"))
-                         + fu(9, g.s(f"No module named '{name}'")))
-            else:
-                body += fu(7, 1) + g.obj(10, oid, name, origin) + fu(12, g.s(origin)) + fu(13, loader)
-                if is_pkg:
-                    body += fu(14, g.s(origin.rsplit("/", 1)[0]))
-            body += fl(16, fu(1, imp_file) + fu(2, line) + fu(3, modfn))
-            w(record(g.IMPORT, body))
-            if par is not None and name != failing:
-                pname = names[par][0]
-                poid = 0x7F0000000000 + par * 0x40
-                pfile = f"{site}/{'/'.join(pname.split('.'))}/__init__.py"
-                b = (fu(1, i) + fu(2, g.s(pname)) + fu(3, g.s(parts[-1]))
-                     + g.obj(4, poid, pname, pfile) + g.obj(5, oid, name, origin)
-                     + fu(7, begin[i] + dur[i]))
-                w(record(g.BINDING, b))
-    return len(names)
-
-
-def bench_viewer(viewer, scratch, n, rounds, log):
+def bench_viewer(viewer, gen, scratch, n, rounds, log):
     d = os.path.join(scratch, "viewer")
-    os.makedirs(d, exist_ok=True)
-    good, bad = os.path.join(d, "good.pb"), os.path.join(d, "bad.pb")
     t0 = time.perf_counter()
-    gen_viewer_trace(good, n, "good")
-    gen_viewer_trace(bad, n, "bad")
-    log(f"  generated 2 traces of {n:,} imports in {time.perf_counter() - t0:.1f}s "
-        f"({os.path.getsize(good):,} bytes each)")
+    subprocess.run([gen, d, str(n)], check=True, stdout=subprocess.DEVNULL)
+    good, bad = os.path.join(d, "good"), os.path.join(d, "bad")
+    size = os.path.getsize(os.path.join(good, "run.pb"))
+    log(f"  generated 2 runs of {n:,} imports in {time.perf_counter() - t0:.1f}s ({size:,} bytes each)")
     cmds = [
         ("show", [viewer, "show", good]),
         ("tree", [viewer, "tree", good]),
-        ("why", [viewer, "why", good, "gpkg3.sub2.mod5"]),
-        ("why --format json", [viewer, "why", good, "gpkg3.sub2", "--format", "json"]),
+        ("why", [viewer, "why", good, "pkg3.mod5"]),
+        ("why --format json", [viewer, "why", good, "pkg3", "--format", "json"]),
         ("diff", [viewer, "diff", good, bad]),
         ("export --format json", [viewer, "export", good, "--format", "json"]),
     ]
@@ -885,7 +744,7 @@ def bench_viewer(viewer, scratch, n, rounds, log):
                 raise SystemExit(f"viewer failed (exit {rc}): {' '.join(argv)}\n{err[-2000:]}")
         rows.append((label, med(walls), med(cpus), max(rss)))
         log(f"  viewer {label:22s} wall {med(walls):6.3f}s cpu {med(cpus):6.3f}s {max(rss):7.1f}MiB")
-    return rows, os.path.getsize(good)
+    return rows, size
 
 
 # ----------------------------------------------------------------------------------------
@@ -1234,7 +1093,8 @@ def main():
         vrows = vbytes = None
         if not args.no_viewer:
             log("bench: viewer")
-            vrows, vbytes = bench_viewer(viewer, scratch, args.viewer_imports, args.viewer_rounds, log)
+            vrows, vbytes = bench_viewer(viewer, os.path.join(args.build, "tests", "unit", "diff_bench_gen"),
+                                          scratch, args.viewer_imports, args.viewer_rounds, log)
         if fingerprint([lib, viewer]) != args.fingerprint:
             args.fingerprint_changed = True
             log("bench: WARNING: the binaries changed during the run")

@@ -7,12 +7,9 @@
 #
 #   bench/viewer_speed.sh [BUILD_DIR] [IMPORTS] [ROUNDS]      (defaults: build 100000 3)
 #
-# Inputs, generated afresh in a scratch directory (kept with KEEP=1):
-#   bench: the two traces bench/run.py writes (one file each, 100 packages x 10 subpackages
-#          x leaf modules, a binding per submodule; "bad" has 2 missing modules, a failed
-#          import, a moved origin and a slow import);
-#   gen:   the two runs `diff_bench_gen` writes (tests/unit/diff_bench_gen.cpp).
-# Needs /usr/bin/python3 and /usr/bin/time.
+# Inputs, generated afresh in a scratch directory (kept with KEEP=1): the two runs
+# `diff_bench_gen` writes (tests/unit/diff_bench_gen.cpp), the same bench/run.py measures.
+# Needs /usr/bin/time.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:-$here/../build}" && pwd)
@@ -24,15 +21,8 @@ gen=$build/tests/unit/diff_bench_gen
 scratch=$(mktemp -d /tmp/imptrace-viewer-speed.XXXXXX)
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$scratch"' EXIT
 
-/usr/bin/python3 - "$here" "$scratch" "$n" <<'PY'
-import sys
-sys.path.insert(0, sys.argv[1])
-import run
-d, n = sys.argv[2], int(sys.argv[3])
-run.gen_viewer_trace(f"{d}/good.pb", n, "good")
-run.gen_viewer_trace(f"{d}/bad.pb", n, "bad")
-PY
-if [ -x "$gen" ]; then "$gen" "$scratch/gen" "$n" >/dev/null; fi
+[ -x "$gen" ] || { echo "no $gen (build first)" >&2; exit 2; }
+"$gen" "$scratch" "$n" >/dev/null
 
 fail=0
 measure() {  # label target(yes|info) argv...
@@ -57,20 +47,16 @@ EOT
   printf '| %-34s | %8s | %9s | %-10s |\n' "\`$label\`" "$med" "$mib" "$ok"
 }
 
-echo "Viewer on traces of $n imports ($(du -k "$scratch/good.pb" | cut -f1) KiB per run), median CPU (user+sys) of $rounds runs, max peak RSS; $(date -u +%Y-%m-%d), $(nproc) CPUs, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
+g=$scratch/good; b=$scratch/bad
+echo "Viewer on traces of $n imports ($(du -k "$g/run.pb" | cut -f1) KiB per run), median CPU (user+sys) of $rounds runs, max peak RSS; $(date -u +%Y-%m-%d), $(nproc) CPUs, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
 echo
 printf '| %-34s | %8s | %9s | %-10s |\n' command "CPU s" "peak MiB" "< 1 s, < 300 MiB"
 echo '|---|---:|---:|---|'
-g=$scratch/good.pb; b=$scratch/bad.pb
 measure "show" yes "$viewer" show "$g"
 measure "tree" yes "$viewer" tree "$g"
-measure "why gpkg3.sub2.mod5" yes "$viewer" why "$g" gpkg3.sub2.mod5
-measure "why gpkg3.sub2 --format json" info "$viewer" why "$g" gpkg3.sub2 --format json
-measure "diff (bench traces)" yes "$viewer" diff "$g" "$b"
-measure "diff --format json (bench)" info "$viewer" diff "$g" "$b" --format json
-if [ -d "$scratch/gen/good" ]; then
-  measure "diff (diff_bench_gen runs)" yes "$viewer" diff "$scratch/gen/good" "$scratch/gen/bad"
-  measure "show (diff_bench_gen good)" yes "$viewer" show "$scratch/gen/good"
-fi
+measure "why pkg3.mod5" yes "$viewer" why "$g" pkg3.mod5
+measure "why pkg3 --format json" info "$viewer" why "$g" pkg3 --format json
+measure "diff" yes "$viewer" diff "$g" "$b"
+measure "diff --format json" info "$viewer" diff "$g" "$b" --format json
 measure "export --format json" info "$viewer" export "$g" --format json
 exit $fail
