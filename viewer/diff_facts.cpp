@@ -118,9 +118,55 @@ EntryText materialize(const ProcFacts& f, const KeyEntry& l) {
 }
 
 std::vector<EntryText> materialize(const ProcFacts& f, const KeyHistory& h) {
+  return materialize(f, h, 0, h.entries.size());
+}
+
+std::vector<EntryText> materialize(const ProcFacts& f, const KeyHistory& h, size_t begin, size_t end) {
   std::vector<EntryText> out;
-  for (const auto& l : h.entries) out.push_back(materialize(f, l));
+  for (size_t i = begin; i < end && i < h.entries.size(); ++i) {
+    out.push_back(materialize(f, h.entries[i]));
+    // Entry numbers count from the part's start, as the text lists the part alone.
+    const KeyEntry& l = h.entries[i];
+    if (begin && l.relation == model::Relation::SameAsEntry && l.same_as_entry >= begin)
+      out.back().relation = "same as entry #" + std::to_string(l.same_as_entry - begin + 1);
+  }
   return out;
+}
+
+std::vector<LifetimePart> lifetime_parts(const KeyHistory& h) {
+  std::vector<LifetimePart> parts;
+  for (size_t i = 0; i < h.entries.size(); ++i) {
+    // An entry still there when its lifetime ended closes the part; so does a change of
+    // lifetime number (an entry removed before its lifetime ended).
+    if (parts.empty() || h.entries[i].lifetime != parts.back().lifetime ||
+        (i > 0 && h.entries[i - 1].finalized))
+      parts.push_back({i, i, h.entries[i].lifetime});
+    parts.back().end = i + 1;
+  }
+  return parts;
+}
+
+uint64_t part_sig(const ProcFacts& f, const KeyHistory& h, const LifetimePart& part) {
+  PathNorm& norm = *f.norm;
+  static const uint64_t kModuleHash = hash_text("module");
+  uint64_t sig = 0x51;
+  for (size_t i = part.begin; i < part.end; ++i) {
+    const KeyEntry& e = h.entries[i];
+    sig = mix(sig, e.before_trace ? 3 : e.via_import ? 1 : 2);
+    sig = mix(sig, e.object->is_plain_module() ? kModuleHash : hash_text(e.object->type));
+    sig = mix(sig, e.object->is_proxy() ? 7 : 5);
+    if (!e.before_trace && !e.via_import) sig = mix(sig, hash_text(origin_text(norm, e)));
+    sig = mix(sig, static_cast<uint64_t>(e.relation));
+    if (e.relation == model::Relation::SameAsKey) sig = mix(sig, hash_text(e.same_as_key));
+    if (e.relation == model::Relation::SameAsEntry) sig = mix(sig, e.same_as_entry - part.begin);
+    sig = mix(sig, e.removed ? 11 : 13);
+    sig = mix(sig, 17 + e.reloads.size());
+    for (const model::ModulesChange* c : e.class_changes) {
+      sig = mix(sig, c->new_object.is_plain_module() ? kModuleHash : hash_text(c->new_object.type));
+      sig = mix(sig, c->new_object.is_proxy() ? 19 : 23);
+    }
+  }
+  return sig;
 }
 
 namespace {
@@ -129,27 +175,23 @@ namespace {
 // Import-system entries do not carry their origin in it (that is origin_changed's
 // business); assigned objects do.
 void build_key_facts(ProcFacts& f) {
-  PathNorm& norm = *f.norm;
   f.history.reset(new model::ModulesHistory(*f.p));
-  static const uint64_t kModuleHash = hash_text("module");
   f.key_sig.resize(f.history->size());
+  std::vector<uint64_t> sigs;
   for (size_t k = 0; k < f.history->size(); ++k) {
-    uint64_t sig = 0x51;
-    for (const auto& e : f.history->history(k).entries) {
-      sig = mix(sig, e.before_trace ? 3 : e.via_import ? 1 : 2);
-      sig = mix(sig, e.object->is_plain_module() ? kModuleHash : hash_text(e.object->type));
-      sig = mix(sig, e.object->is_proxy() ? 7 : 5);
-      if (!e.before_trace && !e.via_import) sig = mix(sig, hash_text(origin_text(norm, e)));
-      sig = mix(sig, static_cast<uint64_t>(e.relation));
-      if (e.relation == model::Relation::SameAsKey) sig = mix(sig, hash_text(e.same_as_key));
-      if (e.relation == model::Relation::SameAsEntry) sig = mix(sig, e.same_as_entry);
-      sig = mix(sig, e.removed ? 11 : 13);
-      sig = mix(sig, 17 + e.reloads.size());
-      for (const model::ModulesChange* c : e.class_changes) {
-        sig = mix(sig, c->new_object.is_plain_module() ? kModuleHash : hash_text(c->new_object.type));
-        sig = mix(sig, c->new_object.is_proxy() ? 19 : 23);
-      }
+    const KeyHistory& h = f.history->history(k);
+    if (h.entries.size() < 2 || !f.p->several_lifetimes()) {
+      f.key_sig[k] = part_sig(f, h, {0, h.entries.size(), 0});
+      continue;
     }
+    // The distinct structures of the lifetimes' parts, as a set: how many lifetimes did
+    // the same is no difference.
+    sigs.clear();
+    for (const LifetimePart& part : lifetime_parts(h)) sigs.push_back(part_sig(f, h, part));
+    std::sort(sigs.begin(), sigs.end());
+    sigs.erase(std::unique(sigs.begin(), sigs.end()), sigs.end());
+    uint64_t sig = sigs[0];
+    for (size_t i = 1; i < sigs.size(); ++i) sig = mix(sig, sigs[i]);
     f.key_sig[k] = sig;
   }
 }
@@ -212,13 +254,22 @@ void build_binding_facts(ProcFacts& f) {
       int64_t at = -1;
       for (size_t i = 0; i < es.size(); ++i)
         if (es[i].time_ns <= b.time_ns) at = static_cast<int64_t>(i);
-      const KeyEntry* last = parent->current >= 0 ? &es[parent->current] : nullptr;
+      // What sat under the parent at the end of the binding's lifetime: its last entry
+      // there, unless removed (the next lifetime's objects are not replacements).
+      const KeyEntry* last = nullptr;
+      if (at >= 0) {
+        size_t end = at;
+        while (end + 1 < es.size() && es[end + 1].lifetime == es[at].lifetime && !es[end].finalized) ++end;
+        if (static_cast<int64_t>(end) == parent->current || es[end].finalized) last = &es[end];
+      } else if (parent->current >= 0) {
+        last = &es[parent->current];
+      }
       if (at >= 0 && es[at].object->id == b.bound_on.id) {
         if (last && last->object->id == b.bound_on.id) {
           bf.bound_on_place = kCurrent;
         } else {
           bf.bound_on_place = kLaterReplaced;
-          for (size_t i = at + 1; i < es.size(); ++i)
+          for (size_t i = at + 1; i < es.size() && es[i].lifetime == es[at].lifetime; ++i)
             if (es[i].object->id != b.bound_on.id) {
               bf.replaced_by = static_cast<int64_t>(i);
               break;
@@ -295,23 +346,38 @@ void build_duplicate_facts(ProcFacts& f) {
   for (size_t k = 0; k < by_file.size(); ++k)
     if (by_file.value(k).count > 1) shared.push_back(static_cast<uint32_t>(k));
   std::sort(shared.begin(), shared.end(), [&](uint32_t a, uint32_t b) { return by_file.key(a) < by_file.key(b); });
+  // Each interpreter lifetime executes its modules again as new objects: a file is two
+  // module objects only within one lifetime.
   std::vector<std::pair<uint64_t, std::string_view>> v;
+  std::vector<uint32_t> lifetimes;
   for (uint32_t k : shared) {
-    v.clear();
-    for (uint32_t i = by_file.value(k).first; i != UINT32_MAX; i = next_use[i]) {
-      const Import& im = p.imports[i];
-      bool seen = false;
-      for (const auto& x : v) seen |= x.first == im.object.id;
-      if (!seen) v.emplace_back(im.object.id, std::string_view(im.name));
+    lifetimes.clear();
+    for (uint32_t i = by_file.value(k).first; i != UINT32_MAX; i = next_use[i])
+      lifetimes.push_back(p.lifetime_at(p.imports[i].begin_ns));
+    std::vector<uint32_t> distinct(lifetimes);
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    for (uint32_t life : distinct) {
+      v.clear();
+      size_t use = 0;
+      for (uint32_t i = by_file.value(k).first; i != UINT32_MAX; i = next_use[i], ++use) {
+        if (lifetimes[use] != life) continue;
+        const Import& im = p.imports[i];
+        bool seen = false;
+        for (const auto& x : v) seen |= x.first == im.object.id;
+        if (!seen) v.emplace_back(im.object.id, std::string_view(im.name));
+      }
+      if (v.size() < 2) continue;
+      std::vector<std::string> names;
+      for (const auto& x : v) names.emplace_back(x.second);
+      std::sort(names.begin(), names.end());
+      std::string sig = "file " + norm(std::string(by_file.key(k))) + " executed as " +
+                        std::to_string(names.size()) + " module objects:";
+      for (const auto& n : names) sig += " " + n;
+      bool told = false;  // the same in an earlier lifetime
+      for (const auto& d : f.duplicates) told |= d.first == sig;
+      if (!told) f.duplicates.emplace_back(sig, names[0]);
     }
-    if (v.size() < 2) continue;
-    std::vector<std::string> names;
-    for (const auto& x : v) names.emplace_back(x.second);
-    std::sort(names.begin(), names.end());
-    std::string sig = "file " + norm(std::string(by_file.key(k))) + " executed as " +
-                      std::to_string(names.size()) + " module objects:";
-    for (const auto& n : names) sig += " " + n;
-    f.duplicates.emplace_back(sig, names[0]);
   }
   for (size_t k = 0; k < f.history->size(); ++k) {
     std::string_view key = f.history->key(k);

@@ -155,7 +155,10 @@ struct ProcFacts {
   std::string group, worker, role;
   std::unique_ptr<PathNorm> norm;
   std::unique_ptr<model::ModulesHistory> history;  // what sat under each sys.modules key
-  std::vector<uint64_t> key_sig;                   // per key of `history`: its structure
+  // Per key of `history`: its structure, that of each interpreter lifetime's part pooled
+  // (lifetime_sigs): a host that initialises Python three times has the key of a run that
+  // did so once, when each lifetime did the same.
+  std::vector<uint64_t> key_sig;
   NameTable<ModFacts> mods;                       // in first-import order
   std::vector<uint32_t> main_seq;                 // positions in imports, main thread
   std::vector<uint32_t> mod_of;                   // per import: its position in `mods`
@@ -179,6 +182,20 @@ std::string relation_text(const KeyEntry& e);
 std::string origin_text(PathNorm& norm, const KeyEntry& e);
 EntryText materialize(const ProcFacts& f, const KeyEntry& e);
 std::vector<EntryText> materialize(const ProcFacts& f, const KeyHistory& h);
+// The entries [begin, end) of a key's history, one interpreter lifetime's part of it.
+std::vector<EntryText> materialize(const ProcFacts& f, const KeyHistory& h, size_t begin, size_t end);
+
+// A key's history cut at interpreter lifetimes (key_history.h: each lifetime has its own
+// sys.modules, so its first entry replaces nothing): [begin, end) ranges of entries, in
+// order; one range for a process that never re-initialised.
+struct LifetimePart {
+  size_t begin = 0, end = 0;
+  uint32_t lifetime = 0;
+};
+std::vector<LifetimePart> lifetime_parts(const KeyHistory& h);
+// The structure of one part (what key_sig pools): how each entry got there, its kind,
+// relation (within the part), removal, reloads and class changes.
+uint64_t part_sig(const ProcFacts& f, const KeyHistory& h, const LifetimePart& part);
 
 }  // namespace diff
 }  // namespace imptrace

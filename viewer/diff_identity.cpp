@@ -190,9 +190,45 @@ bool reload_finding(const std::string& key, const std::vector<EntryText>& bh,
   return true;
 }
 
+// The lifetime parts (diff_facts.h) of the two histories of a key that differ: the first
+// part of bad whose structure no part of good has, against good's part of the same
+// lifetime ordinal (else good's last); else the first part of good that bad lacks, against
+// bad's part of the same ordinal (else bad's last). Like is compared with like: a host that
+// initialised Python three times against one that did it twice, or against a plain
+// `python`, differs in no part. False when every part's structure is in both.
+bool differing_parts(const ProcFacts& bf, const KeyHistory& bh, const ProcFacts& gf,
+                     const KeyHistory& gh, LifetimePart& bp, LifetimePart& gp) {
+  std::vector<LifetimePart> bparts = lifetime_parts(bh), gparts = lifetime_parts(gh);
+  if (bparts.empty() || gparts.empty()) {
+    bp = bparts.empty() ? LifetimePart() : bparts[0];
+    gp = gparts.empty() ? LifetimePart() : gparts[0];
+    return true;
+  }
+  std::vector<uint64_t> bsigs, gsigs;
+  for (const auto& part : bparts) bsigs.push_back(part_sig(bf, bh, part));
+  for (const auto& part : gparts) gsigs.push_back(part_sig(gf, gh, part));
+  auto missing = [](const std::vector<uint64_t>& in, const std::vector<uint64_t>& from) {
+    for (size_t i = 0; i < in.size(); ++i)
+      if (std::find(from.begin(), from.end(), in[i]) == from.end()) return static_cast<int64_t>(i);
+    return int64_t(-1);
+  };
+  int64_t j = missing(bsigs, gsigs);
+  if (j >= 0) {
+    bp = bparts[j];
+    gp = static_cast<size_t>(j) < gparts.size() ? gparts[j] : gparts.back();
+    return true;
+  }
+  j = missing(gsigs, bsigs);
+  if (j < 0) return false;
+  gp = gparts[j];
+  bp = static_cast<size_t>(j) < bparts.size() ? bparts[j] : bparts.back();
+  return true;
+}
+
 }  // namespace
 
-// Keys whose history in bad has a structure good never had (in any of its processes).
+// Keys whose history in bad has a structure good never had (in any of its processes),
+// compared one interpreter lifetime's part at a time.
 void compare_key_histories(const Group& g, const Group& b, Findings& out) {
   const std::string& role = b.key;
   std::vector<std::string_view> keys;
@@ -219,20 +255,31 @@ void compare_key_histories(const Group& g, const Group& b, Findings& out) {
         gh = gk->first.history;
         gp = gk->first.proc;
       }
-      std::vector<EntryText> be = materialize(*bad.proc, bh);
       std::string k(key);
       if (!gh) {
         // A key the good run never had: only a proxy or a replacement is worth an
-        // identity finding (plain additions are module_added).
+        // identity finding (plain additions are module_added). A replacement is one within
+        // a lifetime: the first part with more than one entry.
+        std::vector<EntryText> be = materialize(*bad.proc, bh);
         auto blocker = std::find_if(be.begin(), be.end(),
                                     [](const EntryText& e) { return model::is_import_blocker(e.obj); });
         if (blocker != be.end()) blocked_finding(k, *blocker, be, nullptr, *bad.proc, role, out);
         reload_finding(k, be, nullptr, *bad.proc, role, out);
-        if (bh.has_proxy) proxy_finding(k, be, nullptr, *bad.proc, role, out);
-        else if (blocker == be.end() && be.size() > 1) replaced_finding(k, be, nullptr, *bad.proc, role, out);
+        if (bh.has_proxy) {
+          proxy_finding(k, be, nullptr, *bad.proc, role, out);
+        } else if (blocker == be.end()) {
+          for (const LifetimePart& part : lifetime_parts(bh))
+            if (part.end - part.begin > 1) {
+              replaced_finding(k, materialize(*bad.proc, bh, part.begin, part.end), nullptr, *bad.proc, role, out);
+              break;
+            }
+        }
         return;
       }
-      std::vector<EntryText> ge = materialize(*gp, *gh);
+      LifetimePart bpart, gpart;
+      if (!differing_parts(*bad.proc, bh, *gp, *gh, bpart, gpart)) return;
+      std::vector<EntryText> be = materialize(*bad.proc, bh, bpart.begin, bpart.end);
+      std::vector<EntryText> ge = materialize(*gp, *gh, gpart.begin, gpart.end);
       bool proxy_new = bh.has_proxy && !gh->has_proxy;
       bool replaced = be.size() > 1 || ge.size() > 1 ||
                       (!be.empty() && !ge.empty() && be[0].via_import != ge[0].via_import);

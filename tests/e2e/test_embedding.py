@@ -7,6 +7,9 @@
   emb_missing; `why` tells one object per lifetime, none replacing another; `show` lists
   the lifetimes.
   With PYTHONMALLOC=debug (3.8, 3.13), the audit hook listed or not: the same.
+  `diff` compares lifetime with lifetime: the host with three lifetimes against itself and
+  against two finds no error, no replacement, no duplicate module; a module put under
+  'csv' by assignment within each lifetime is still a sys_modules_replaced error.
   Known CPython bugs in re-initialisation are left out of the modules imported: 3.12.1
   aborts ("double free or corruption") in the second lifetime of a process that imported
   `_datetime` or `_decimal` (datetime, calendar, email.utils, decimal), traced or not.
@@ -22,8 +25,10 @@
   handled.
 """
 import glob
+import json
 import os
 import re
+import shutil
 import subprocess
 
 import pytest
@@ -116,6 +121,42 @@ def test_reinitialised_interpreter(prefix, modules, tmp_path):
     assert all(i["importer"] is None for i in csv)  # asked for by C
     print(short(prefix), "imports per lifetime:",
           [sum(1 for i in proc["imports"] if i["lifetime"] == k) for k in (1, 2, 3)])
+
+
+def diff_findings(good, bad):
+    d = viewer("diff", good, bad, "--format", "json")
+    return d.returncode, json.loads(d.stdout)["findings"]
+
+
+def test_diff_compares_lifetime_with_lifetime(modules, tmp_path):
+    # The host run with three lifetimes against itself and against two: each lifetime's
+    # modules are new objects, not replacements, so nothing is an error. A module replaced
+    # in sys.modules within each lifetime still is.
+    prefix = PYENV[-1]
+    exe = build_c("reinit.c", prefix, str(tmp_path / "reinit"))
+    outs = {}
+    for name, n, path in (("three", "3", modules), ("three_again", "3", modules), ("two", "2", modules)):
+        outs[name] = str(tmp_path / name)
+        r = run([exe, n], traced=True, outdir=outs[name], env={"PYTHONPATH": path}, timeout=120)
+        assert r.returncode == 0, r.stderr
+    for good, bad in (("three", "three_again"), ("two", "three"), ("three", "two")):
+        status, findings = diff_findings(outs[good], outs[bad])
+        assert not [f for f in findings if f["severity"] == "error"], (good, bad, findings)
+        assert not [f for f in findings if f["kind"] in ("sys_modules_replaced", "duplicate_module",
+                                                       "binding_mismatch")], (good, bad, findings)
+        assert status == (1 if any(f["severity"] == "warning" for f in findings) else 0)
+    # emb_pkg/__init__.py puts another module under 'csv' in every lifetime.
+    swapped = tmp_path / "swapped"
+    shutil.copytree(modules, str(swapped))
+    (swapped / "emb_pkg" / "__init__.py").write_text("import sys, json\nsys.modules['csv'] = json\n")
+    outs["swapped"] = str(tmp_path / "swapped_run")
+    r = run([exe, "2"], traced=True, outdir=outs["swapped"], env={"PYTHONPATH": str(swapped)}, timeout=120)
+    assert r.returncode == 0, r.stderr
+    status, findings = diff_findings(outs["three"], outs["swapped"])
+    assert status == 1
+    replaced = [f for f in findings if f["kind"] == "sys_modules_replaced"]
+    assert [(f["module"], f["severity"]) for f in replaced] == [("csv", "error")], findings
+    assert "module 'csv'" in replaced[0]["summary"] and "-> module 'json'" in replaced[0]["summary"], replaced
 
 
 @pytest.mark.parametrize("prefix", [p for p in PYENV if re.match(r"3\.(8|13)\.", short(p))], ids=short)

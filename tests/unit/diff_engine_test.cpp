@@ -267,6 +267,76 @@ TEST(DiffEngine, ReloadIsItsOwnFindingNotAReplacement) {
   EXPECT_EQ(find_kind(diff::diff_runs(bad2, bad).findings, "module_reloaded"), nullptr);
 }
 
+// An embedding host that initialises Python `lifetimes` times (0: a run whose trace marks
+// no lifetime, as a plain `python` writes it), each lifetime importing the same modules as
+// new objects and binding the child on its package. `replace_in`: in that lifetime, code
+// assigns another module to sys.modules['csv'] after the import.
+model::Process host_run(const Variation& v, int lifetimes, int replace_in = 0) {
+  Variation hv = v;
+  hv.argv = {"/opt/host/bin/embedder"};
+  RunBuilder r(hv);
+  for (int life = 1; life <= (lifetimes ? lifetimes : 1); ++life) {
+    uint64_t t0 = (life - 1) * 1000;
+    if (lifetimes) r.b().add_lifetime_begin(life, r.t(t0));
+    r.import("csv", "/usr/lib/python3.12/csv.py", t0 + 10, 5);
+    uint64_t pkg_index = r.next_index();
+    testing::Obj pkg = r.import("emb_pkg", r.ws("emb_pkg/__init__.py"), t0 + 20, 30);
+    uint64_t child_index = r.next_index();
+    testing::Obj child = r.import("emb_pkg.child", r.ws("emb_pkg/child.py"), t0 + 25, 5, pkg_index + 1);
+    r.flush();
+    testing::BindingSpec bind;
+    bind.import_index = child_index;
+    bind.parent = "emb_pkg";
+    bind.attribute = "child";
+    bind.bound_on = pkg;
+    bind.child = child;
+    bind.attribute_value = child;
+    bind.time_ns = r.t(t0 + 31);
+    r.b().add_binding(bind);
+    if (life == replace_in) {
+      testing::ChangeSpec c;
+      c.key = "csv";
+      c.old_object = testing::Obj::module(r.id(pkg_index), "csv", "/usr/lib/python3.12/csv.py");
+      c.new_object = testing::Obj::module(r.id(900 + life), "fastcsv", r.site("fastcsv.py"));
+      c.time_ns = r.t(t0 + 60);
+      c.stack = {testing::Loc{r.ws("host_init.py"), 3, "<module>"}};
+      r.b().add_modules_change(c);
+    }
+    if (lifetimes) r.b().add_lifetime_end(life, r.t(t0 + 900));
+  }
+  return r.process();
+}
+
+TEST(DiffEngine, ReinitialisingHostsCompareLifetimeWithLifetime) {
+  // Three lifetimes against two, against one, against a trace with no lifetimes: each
+  // lifetime's modules are new objects, not replacements; nothing differs.
+  for (int good_n : {0, 1, 2, 3}) {
+    std::vector<model::Process> good{host_run(Variation(), good_n)}, bad{host_run(other_machine(), 3)};
+    diff::Result r = diff::diff_runs(good, bad);
+    EXPECT_EQ(r.exit_status(), 0) << good_n << "\n" << dump(r);
+    for (const auto& f : r.findings) EXPECT_NE(f.severity, Severity::Error) << good_n << "\n" << dump(r);
+    EXPECT_EQ(find_kind(r.findings, "sys_modules_replaced"), nullptr) << good_n << "\n" << dump(r);
+    EXPECT_EQ(find_kind(r.findings, "duplicate_module"), nullptr) << good_n << "\n" << dump(r);
+    EXPECT_EQ(find_kind(r.findings, "binding_mismatch"), nullptr) << good_n << "\n" << dump(r);
+  }
+  // A real replacement inside the second lifetime is still an error, told within that
+  // lifetime: the module the assignment replaced, not the previous lifetime's.
+  std::vector<model::Process> good{host_run(Variation(), 2)}, bad{host_run(other_machine(), 3, 2)};
+  diff::Result r = diff::diff_runs(good, bad);
+  const Finding* f = find_kind(r.findings, "sys_modules_replaced");
+  ASSERT_NE(f, nullptr) << dump(r);
+  EXPECT_EQ(f->module, "csv");
+  EXPECT_EQ(f->severity, Severity::Error);
+  EXPECT_NE(f->summary.find("replaced: module 'csv'"), std::string::npos) << f->summary;
+  EXPECT_NE(f->summary.find("-> module 'fastcsv'"), std::string::npos) << f->summary;
+  ASSERT_FALSE(f->where.empty());
+  EXPECT_EQ(f->where[0].file, "host_init.py");
+  EXPECT_EQ(r.exit_status(), 1);
+  // The same replacement in each run's second lifetime is no difference.
+  std::vector<model::Process> good2{host_run(Variation(), 2, 2)};
+  EXPECT_EQ(find_kind(diff::diff_runs(good2, bad).findings, "sys_modules_replaced"), nullptr);
+}
+
 TEST(DiffEngine, FailedImportIsFoundAndRankedAboveAdded) {
   RunBuilder g{Variation()}, b{other_machine()};
   for (RunBuilder* r : {&g, &b}) {
