@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepares the CPython 3.14 and 3.15 tests: a Debian sid chroot with python3.14, python3.15,
-# python3.14-dbg, pytest, CPython's own test suites and torch 2.x for 3.14 (about 2.5 GB in
+# python3.14-dbg, python3.15-dbg, pytest, CPython's own test suites and torch 2.x for 3.14 (about 2.5 GB in
 # all), cached between runs at
 # /var/cache/imptrace/sid (IMPTRACE_SID), as the arm64 sysroot is cached in build-aarch64/.
 # The end-to-end tests run those interpreters through tests/e2e/sid_python (the chroot
@@ -13,7 +13,7 @@ why="$root.unavailable"
 log() { echo "imptrace sid: $*" >&2; }
 give_up() { log "$1: the 3.14/3.15 tests will skip"; mkdir -p "$(dirname "$why")" && echo "$1" > "$why"; exit 0; }
 # What the tests need; a chroot made from another list gets the missing ones installed.
-pkgs=(python3.14 python3.15 python3.14-dbg python3-pytest libpython3.14-testsuite libpython3.15-testsuite
+pkgs=(python3.14 python3.15 python3.14-dbg python3.15-dbg python3-pytest libpython3.14-testsuite libpython3.15-testsuite
   python3-torch)
 [ -x "$root/usr/bin/python3.15" ] && [ "$(cat "$root/.imptrace-packages" 2>/dev/null)" = "${pkgs[*]}" ] \
   && { rm -f "$why"; exit 0; }

@@ -184,7 +184,7 @@ void show_lazy_imports(const model::Process& p, std::ostream& out, const Rel& re
   const auto stories = model::lazy_stories(p);
   size_t resolved = 0, failed = 0, unused = 0;
   for (const auto& s : stories) {
-    if (s.failed) ++failed;
+    if (s.failed_at_use()) ++failed;
     else if (s.resolved) ++resolved;
     else ++unused;
   }
@@ -197,12 +197,14 @@ void show_lazy_imports(const model::Process& p, std::ostream& out, const Rel& re
     out << "  lazy imports that failed at first use:\n";
     Lister l{out};
     for (const auto& s : stories) {
-      if (!s.failed || !l.add()) continue;
+      if (!s.failed_at_use() || !l.add()) continue;
       declared(*s.declared);
-      out << ": " << s.failed->error_text() << "\n";
+      // The import the use ran failed, or (a `lazy from`) found no such name.
+      const model::Import& used = s.failed ? *s.failed : *s.found_nothing;
+      out << ": " << model::lazy_failure_text(s) << "\n";
       if (!s.declared->declared_at.empty()) out << "      declared at " << format_location(rel(s.declared->declared_at)) << "\n";
-      if (!s.failed->importer.empty()) out << "      first used at " << format_location(rel(s.failed->importer)) << "\n";
-      if (!s.failed->test.empty()) out << "      during test " << s.failed->test << "\n";
+      if (!used.importer.empty()) out << "      first used at " << format_location(rel(used.importer)) << "\n";
+      if (!used.test.empty()) out << "      during test " << used.test << "\n";
     }
     l.finish();
   }

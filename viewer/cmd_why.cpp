@@ -128,6 +128,12 @@ void build_process(const Process& p, const std::string& module, WhyReport& r) {
       l.used_test = s.failed->test.str();
       l.error = s.failed->error_text();
       l.failed_import = s.failed->name.str();
+    } else if (s.found_nothing) {
+      l.outcome = WhyLazy::Outcome::Failed;
+      l.used_at = model::relative_location(s.found_nothing->importer, roots);
+      l.used_test = s.found_nothing->test.str();
+      l.error = model::lazy_failure_text(s);
+      l.failed_lookup = s.declared->target.str();
     } else if (s.resolved) {
       l.outcome = WhyLazy::Outcome::Resolved;
       l.used_at = model::relative_location(s.resolved->used_at, roots);
@@ -248,6 +254,7 @@ void why_json(const WhyReport& r, std::ostream& out, bool pretty) {
     w.field_or_null("object", model::object_token(l.object));
     w.field_or_null("error", l.error);
     w.field_or_null("failed_import", l.failed_import);
+    w.field_or_null("failed_lookup", l.failed_lookup);
     w.field("process", l.process);
   });
 
@@ -422,6 +429,8 @@ void why_text(const WhyReport& r, std::ostream& out) {
       out << "\n";
       if (l.outcome == WhyLazy::Outcome::Resolved)
         out << "     resolved there to " << describe_object(l.object) << "\n";
+      else if (!l.failed_lookup.empty())
+        out << "     FAILED there: " << l.error << " (the binding stayed lazy)\n";
       else
         out << "     FAILED there: importing " << l.failed_import << " raised " << l.error << "\n";
     }

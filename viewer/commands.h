@@ -215,6 +215,7 @@ struct WhyLazy {                      // a PEP 810 lazy binding of M (lazy_stori
   model::ObjectRef object;            // Resolved: what the binding became
   std::string error;                  // Failed: "ExceptionType: message"
   std::string failed_import;          // Failed: the module whose import failed
+  std::string failed_lookup;          // Failed, `lazy from`: "pkg.attr", a name pkg lacked
 };
 struct WhyReport {
   std::string module;

@@ -21,7 +21,8 @@
 // - Proxy accesses by (proxy type, attribute, outcome, forwarded_to name, relativized
 //   file:function of the caller); the tests they happened in are evidence, not identity.
 //
-// Ranking (most likely root cause first): process_ended_abnormally (a bad process killed
+// Ranking (most likely root cause first): stories with a warning or an error before
+// info-only ones (after grouping, by the story's worst part); within each, process_ended_abnormally (a bad process killed
 // or crashed whose good one finished: what follows is compared only up to its end),
 // sys_modules_replaced, proxy_in_sys_modules,
 // binding_on_proxy, binding_mismatch, proxy_forward_failed, import_blocked, import_failed,

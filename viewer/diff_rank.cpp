@@ -1,4 +1,4 @@
-// Ranking (diff.h): findings sorted by kind, severity, how many tests show them, where the
+// Ranking (diff.h): stories with a warning or an error before info-only ones; findings sorted by kind, severity, how many tests show them, where the
 // module was first imported; findings about one sys.modules key grouped into one story.
 #include <algorithm>
 #include <set>
@@ -36,6 +36,12 @@ void rank_and_group(std::vector<Finding>& fs) {
     out.push_back(std::move(f));
   }
   for (auto& f : out) tell_story(f);
+  // A story that is only info (a probe that failed as probes do, a timing, an order) is
+  // not a cause: it never ranks above one with a warning or an error, whatever its kind.
+  // Under PEP 810 lazy mode, proxies' probes fail in new places while the one real
+  // failure is an import_failed further down the kind order.
+  std::stable_partition(out.begin(), out.end(),
+                        [](const Finding& f) { return f.severity != Severity::Info; });
   fs = std::move(out);
 }
 

@@ -8,6 +8,14 @@ bool lazy_target_concerns(const std::string& target, const std::string& name) {
                             target[name.size()] == '.');
 }
 
+std::string lazy_failure_text(const LazyStory& s) {
+  if (s.failed) return s.failed->error_text();
+  if (!s.found_nothing) return "";
+  const std::string target = s.declared->target.str();
+  size_t dot = target.rfind('.');
+  return "ImportError: " + target.substr(0, dot) + " has no attribute or submodule " + target.substr(dot + 1);
+}
+
 std::vector<LazyStory> lazy_stories(const Process& p) {
   std::vector<LazyStory> out;
   out.reserve(p.lazy_declared.size());
@@ -42,6 +50,23 @@ std::vector<LazyStory> lazy_stories(const Process& p) {
       bool from_declaring_file = !im.importer.file.empty() && im.importer.file == s.declared->declared_at.file;
       if (!from_declaring_file && !(im.parent_pos < 0 && name == target)) continue;
       s.failed = &im;
+      break;
+    }
+  }
+  // A `lazy from pkg import attr` whose first use found pkg without attr: 3.15 probes for
+  // a submodule pkg.attr (an import that finds nothing: ok, no object), then looks attr up
+  // on pkg and raises ImportError, leaving the binding lazy. The probe is the trace's
+  // mark of that use; with no resolution after it, the use failed. As above, only a use
+  // from the declaring module's own file counts.
+  for (auto& s : out) {
+    if (s.resolved || s.failed) continue;
+    const std::string target = s.declared->target.str();
+    if (target.find('.') == std::string::npos) continue;
+    for (const auto& im : p.imports) {
+      if (!im.ok || im.object.present || im.begin_ns < s.declared->time_ns || im.name.str() != target ||
+          im.importer.file.empty() || im.importer.file.str() != s.declared->declared_at.file.str())
+        continue;
+      s.found_nothing = &im;
       break;
     }
   }

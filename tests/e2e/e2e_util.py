@@ -38,6 +38,8 @@ def ident(py):
 # so a test runs it like any interpreter of this machine.
 SID = os.environ.get("IMPTRACE_SID") or "/var/cache/imptrace/sid"
 SID_VERSIONS = ("3.14", "3.15")
+# Their debug builds (python3.14-dbg, python3.15-dbg in the chroot): the mode tests run them.
+SID_DEBUG_VERSIONS = ("3.14-dbg", "3.15-dbg")
 SID_WRAPPERS = os.path.join(BUILD, "sid")
 _sid_state = {}
 
@@ -59,7 +61,7 @@ def _sid_check():
         return "no python%s in %s (scripts/sid.sh makes the chroot)" % ("/".join(missing), SID)
     os.makedirs(SID_WRAPPERS, exist_ok=True)
     dirs = ":".join(sorted({"/tmp", SRC, BUILD}))
-    for v in SID_VERSIONS + ("3.14-dbg",):
+    for v in SID_VERSIONS + SID_DEBUG_VERSIONS:
         w = os.path.join(SID_WRAPPERS, "python" + v)
         text = "#!/bin/sh\nexec %s %s %s /usr/bin/python%s \"$@\"\n" % (
             os.path.join(SRC, "tests", "e2e", "sid_python"), SID, dirs, v)
@@ -76,7 +78,7 @@ def _sid_check():
 
 
 def sid_python(version):
-    """The wrapper that runs the chroot's python<version> ("3.14", "3.15", "3.14-dbg")."""
+    """The wrapper that runs the chroot's python<version> ("3.14", "3.15", "3.14-dbg", "3.15-dbg")."""
     return os.path.join(SID_WRAPPERS, "python" + version)
 
 

@@ -122,6 +122,72 @@ def test_diff_eager_against_lazy_names_the_lazy_only_failure_at_both_places(tmp_
     assert why([str(tmp_path / "lazy")], "vendored_mod")["lazy"][0]["outcome"] == "failed"
 
 
+def test_diff_eager_against_x_lazy_imports_all_ranks_the_lazy_only_failure_first(tmp_path):
+    """Under -X lazy_imports=all the stdlib's own lazy bindings make probes fail in new
+    places (info findings of kinds ranked above import_failed): the one failure that only
+    the lazy run has, an error, is still the first finding, with the use and the statement."""
+    work = tmp_path / "w"
+    write(work, {"story.py": STORY, "vendor/vendored_mod.py": "def f():\n    return 'vendored'\n"})
+    eager = run([PY, "story.py"], traced=True, outdir=str(tmp_path / "eager"), cwd=str(work))
+    assert eager.returncode == 0 and eager.stdout == "vendored\n"
+    lazy = run([PY, "-X", "lazy_imports=all", "story.py"], traced=True, outdir=str(tmp_path / "lazy"), cwd=str(work))
+    assert lazy.returncode == 1 and "ModuleNotFoundError" in lazy.stderr
+    r = viewer("diff", str(tmp_path / "eager"), str(tmp_path / "lazy"), "--format", "json")
+    findings = json.loads(r.stdout)["findings"]
+    first = findings[0]
+    assert (first["kind"], first["severity"], first["module"]) == ("import_failed", "error", "vendored_mod")
+    assert [loc(w) for w in first["where"]] == [("story.py", 5), ("story.py", 3)]
+    assert "lazy import declared at story.py:3" in first["summary"]
+    # What it outranks is still there, below every warning and error.
+    severities = [f["severity"] for f in findings]
+    assert "info" in severities
+    assert severities.index("info") > max(i for i, s in enumerate(severities) if s != "info")
+
+
+def test_lazy_from_a_name_its_module_lacks_fails_at_first_use_not_never_used(tmp_path):
+    """`lazy from textwrap import nosuch`: textwrap imports fine, so the failing first use
+    imports nothing; what the trace holds is the use's probe for a submodule
+    textwrap.nosuch that found none, and no resolution after it. The binding failed at the
+    use, it was not "never used". For a package (json) the probe itself fails. A name the
+    module has, never used, stays never used."""
+    write(tmp_path, {"prog.py": """\
+        lazy from textwrap import nosuch
+        lazy from textwrap import dedent
+        lazy from json import nosuch as nosuch_json
+        def use():
+            return nosuch
+        def use_json():
+            return nosuch_json
+        for f in (use, use_json):
+            try:
+                f()
+            except ImportError as e:
+                print(type(e).__name__)
+        """})
+    out = tmp_path / "t"
+    traced = run([PY, "prog.py"], traced=True, outdir=str(out), cwd=str(tmp_path))
+    assert traced.returncode == 0 and traced.stdout == "ImportError\nImportError\n", traced.stderr[-2000:]
+    story = {l["name"]: l for l in why([str(out)], "textwrap")["lazy"] if l["module"] == "__main__"}
+    s = story["nosuch"]
+    assert s["outcome"] == "failed" and s["failed_lookup"] == "textwrap.nosuch"
+    assert s["error"] == "ImportError: textwrap has no attribute or submodule nosuch"
+    assert loc(s["declared_at"]) == ("prog.py", 1)
+    assert loc(s["used_at"]) == ("prog.py", 5) and s["used_at"]["function"] == "use"
+    assert story["dedent"]["outcome"] == "never_used"
+    [j] = [l for l in why([str(out)], "json")["lazy"] if l["module"] == "__main__"]
+    assert j["outcome"] == "failed" and loc(j["used_at"]) == ("prog.py", 7)
+    text = viewer("why", str(out), "textwrap.nosuch").stdout
+    assert "first used at prog.py:5 in use" in text
+    assert "FAILED there: ImportError: textwrap has no attribute or submodule nosuch" in text
+    assert "never used" not in text
+    shown = viewer("show", "--all", str(out)).stdout
+    failed, never = shown.split("lazy imports that failed at first use:")[1].split("lazy imports declared and never used:")
+    assert "textwrap.nosuch (__main__.nosuch): ImportError: textwrap has no attribute or submodule nosuch" in failed
+    assert "first used at prog.py:5 in use" in failed and "json.nosuch (__main__.nosuch_json)" in failed
+    never = never.split("\n  anomalies:")[0]
+    assert "nosuch" not in never and "textwrap.dedent (__main__.dedent)" in never
+
+
 def test_stdlib_and_debian_packages_under_lazy_all_same_output(tmp_path):
     """sys.set_lazy_imports('all') over the stdlib, and Debian's pytest (with pluggy,
     iniconfig, packaging) under -X lazy_imports=all: the program's output is the same

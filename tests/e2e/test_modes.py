@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from e2e_util import (PROGRAMS, SID_VERSIONS, export, ident, interpreters, run, sid_interpreters, sid_marks,
+from e2e_util import (PROGRAMS, SID_DEBUG_VERSIONS, SID_VERSIONS, export, ident, interpreters, run, sid_interpreters, sid_marks,
                       sid_python, traces)
 
 MODES = [["-X", "dev"], ["-I"], ["-S"], ["-X", "importtime"]]
@@ -19,13 +19,14 @@ def cases():
     if os.path.exists("/usr/bin/python3.11-dbg"):
         yield "/usr/bin/python3.11-dbg", [], {}
         yield "/usr/bin/python3.11-dbg", ["-X", "dev"], {}
-    # Debian sid's 3.14, 3.15 and 3.14's debug build (skipped, saying why, without the chroot).
+    # Debian sid's 3.14, 3.15 and their debug builds (skipped, saying why, without the chroot).
     for v in SID_VERSIONS:
         for m in MODES:
             yield pytest.param(sid_python(v), m, {}, marks=sid_marks())
         yield pytest.param(sid_python(v), [], {"PYTHONMALLOC": "debug"}, marks=sid_marks())
-    yield pytest.param(sid_python("3.14-dbg"), [], {}, marks=sid_marks())
-    yield pytest.param(sid_python("3.14-dbg"), ["-X", "dev"], {}, marks=sid_marks())
+    for v in SID_DEBUG_VERSIONS:
+        yield pytest.param(sid_python(v), [], {}, marks=sid_marks())
+        yield pytest.param(sid_python(v), ["-X", "dev"], {}, marks=sid_marks())
 
 
 @pytest.mark.parametrize("py,mode,env", list(cases()),
