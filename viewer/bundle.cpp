@@ -306,12 +306,14 @@ bool read_tar(GzipStream& gz, const uint8_t* first, const MemberFn& each, const 
       return false;
     }
     bool trace = type != '5' && (ends_with(name, ".pb") || ends_with(name, ".pb.gz"));
+    // A junit member over its limit is refused whoever reads: pack never writes one, so a
+    // bundle holding one was not made by pack.
+    if (type != '5' && is_xml_member(name) && size > kMaxJunitBytes) {
+      why = "member " + shown + " declares " + size_text(size) + " (more than the limit of " +
+            size_text(kMaxJunitBytes) + " for junit XML)";
+      return false;
+    }
     if (type != '5' && each_xml && is_xml_member(name)) {
-      if (size > kMaxJunitBytes) {
-        why = "member " + shown + " declares " + size_text(size) + " (more than the limit of " +
-              size_text(kMaxJunitBytes) + " for junit XML)";
-        return false;
-      }
       Member m;
       size_t slash = name.find('/');
       m.run = slash == std::string::npos ? "" : name.substr(0, slash);

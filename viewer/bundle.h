@@ -45,8 +45,8 @@ bool is_gzip(const uint8_t* data, size_t size);
 // *.pb.gz inside a bundle are decompressed too). Members that are not traces
 // (manifest.json, directories) are passed over. On failure returns false with `why`.
 // With `each_xml`, every *.xml member directly in a run's directory (or at the top level)
-// goes to it, as is; one declaring more than kMaxJunitBytes is refused. Without it they are
-// passed over like any other member that is not a trace.
+// goes to it, as is. Without it they are passed over like any other member that is not a
+// trace. Either way one declaring more than kMaxJunitBytes is refused.
 bool read_file(const std::string& path, const MemberFn& each, std::string& why,
                const MemberFn& each_xml = MemberFn());
 bool read_memory(const uint8_t* data, size_t size, const MemberFn& each, std::string& why,

@@ -262,6 +262,9 @@ TEST(Bundle, JunitMembersGoWithTheirRun) {
                                 [](bundle::Member&, std::string&) { return true; });
   EXPECT_FALSE(ok);
   EXPECT_NE(why.find("for junit XML"), std::string::npos) << why;
+  ReadResult traces_only = read_gz(gz);  // refused by every reader, not only the outcomes'
+  EXPECT_FALSE(traces_only.ok);
+  EXPECT_NE(traces_only.why.find("for junit XML"), std::string::npos) << traces_only.why;
   FILE* f = fopen(path.c_str(), "wb");
   ASSERT_TRUE(f);
   fwrite(gz.data(), 1, gz.size(), f);
