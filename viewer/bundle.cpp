@@ -323,7 +323,7 @@ bool read_tar(GzipStream& gz, const uint8_t* first, const MemberFn& each, const 
       if (!each_xml(m, why)) return false;
       continue;
     }
-    if (!trace) {
+    if (!trace || !each) {
       if (!gz.skip(padded, "member")) { why = gz.error; return false; }
       continue;
     }
@@ -355,7 +355,7 @@ bool read_stream(GzipStream& gz, const MemberFn& each, const MemberFn& each_xml,
     }
     m.bytes.insert(m.bytes.end(), rest.begin(), rest.end());
   }
-  return each(m, why);
+  return each ? each(m, why) : true;
 }
 
 }  // namespace

@@ -44,6 +44,7 @@ bool is_gzip(const uint8_t* data, size_t size);
 // Reads a .tar.gz bundle or a .pb.gz trace, calling `each` for every trace member (*.pb,
 // *.pb.gz inside a bundle are decompressed too). Members that are not traces
 // (manifest.json, directories) are passed over. On failure returns false with `why`.
+// An empty `each` passes the traces over unread (a reader of the junit members only).
 // With `each_xml`, every *.xml member directly in a run's directory (or at the top level)
 // goes to it, as is. Without it they are passed over like any other member that is not a
 // trace. Either way one declaring more than kMaxJunitBytes is refused.

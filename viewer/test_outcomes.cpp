@@ -215,7 +215,7 @@ RunOutcome outcome_of(const std::string& run_path, const std::vector<model::Proc
     if (stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode) && bundle::is_gzip_file(file)) {
       std::string why;
       bool ok = bundle::read_file(
-          file, [](bundle::Member&, std::string&) { return true; }, why,
+          file, bundle::MemberFn(), why,
           [&](bundle::Member& m, std::string&) {
             if (named && m.run != run) return true;
             files.emplace_back(m.name.substr(m.name.rfind('/') + 1),
