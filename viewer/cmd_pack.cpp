@@ -75,7 +75,8 @@ std::string member_component(const std::string& raw, const char* fallback) {
   return s.substr(0, 90);
 }
 
-std::vector<uint8_t> read_whole(const std::string& path, uint64_t limit = bundle::kMaxUnpackedBytes) {
+std::vector<uint8_t> read_whole(const std::string& path, uint64_t limit = bundle::kMaxUnpackedBytes,
+                                const char* limit_text = "1 GiB") {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw InputError(path + ": " + strerror(errno));
   struct stat st;
@@ -85,7 +86,7 @@ std::vector<uint8_t> read_whole(const std::string& path, uint64_t limit = bundle
   }
   if (static_cast<uint64_t>(st.st_size) > limit) {
     close(fd);
-    throw InputError(path + ": larger than a bundle member may be (" + std::to_string(limit >> 20) + " MiB)");
+    throw InputError(path + ": larger than a bundle member may be (" + limit_text + ")");
   }
   std::vector<uint8_t> data(static_cast<size_t>(st.st_size));
   size_t got = 0;
@@ -159,7 +160,7 @@ std::vector<PackedRun> collect(const std::vector<std::string>& inputs) {
       for (const auto& f : files) add_file(run, f);
       std::sort(xml.begin(), xml.end());
       for (const auto& n : xml) {
-        std::vector<uint8_t> bytes = read_whole(path + "/" + n, bundle::kMaxJunitBytes);
+        std::vector<uint8_t> bytes = read_whole(path + "/" + n, bundle::kMaxJunitBytes, "64 MiB for junit XML");
         add_xml(run, n, std::string(bytes.begin(), bytes.end()), path + "/" + n);
       }
       continue;
