@@ -243,7 +243,8 @@ bool deliver(Member& m, const MemberFn& each, std::string& why) {
 }
 
 // The tar stream inside `gz`, whose first block is `first`.
-bool read_tar(GzipStream& gz, const uint8_t* first, const MemberFn& each, std::string& why) {
+bool read_tar(GzipStream& gz, const uint8_t* first, const MemberFn& each, const MemberFn& each_xml,
+              std::string& why) {
   uint8_t block[kBlock];
   memcpy(block, first, kBlock);
   std::string long_name;
@@ -305,7 +306,24 @@ bool read_tar(GzipStream& gz, const uint8_t* first, const MemberFn& each, std::s
       return false;
     }
     bool trace = type != '5' && (ends_with(name, ".pb") || ends_with(name, ".pb.gz"));
-    if (!trace) {
+    // A junit member over its limit is refused whoever reads: pack never writes one, so a
+    // bundle holding one was not made by pack.
+    if (type != '5' && is_xml_member(name) && size > kMaxJunitBytes) {
+      why = "member " + shown + " declares " + size_text(size) + " (more than the limit of " +
+            size_text(kMaxJunitBytes) + " for junit XML)";
+      return false;
+    }
+    if (type != '5' && each_xml && is_xml_member(name)) {
+      Member m;
+      size_t slash = name.find('/');
+      m.run = slash == std::string::npos ? "" : name.substr(0, slash);
+      m.name = name;
+      if (!read_up_to(gz, size, true, m.bytes, why, "member " + shown)) return false;
+      if (!gz.skip(padded - size, "padding")) { why = gz.error; return false; }
+      if (!each_xml(m, why)) return false;
+      continue;
+    }
+    if (!trace || !each) {
       if (!gz.skip(padded, "member")) { why = gz.error; return false; }
       continue;
     }
@@ -319,12 +337,12 @@ bool read_tar(GzipStream& gz, const uint8_t* first, const MemberFn& each, std::s
   }
 }
 
-bool read_stream(GzipStream& gz, const MemberFn& each, std::string& why) {
+bool read_stream(GzipStream& gz, const MemberFn& each, const MemberFn& each_xml, std::string& why) {
   if (!gz.error.empty()) { why = gz.error; return false; }
   uint8_t first[kBlock];
   size_t got = gz.read(first, kBlock);
   if (!gz.error.empty()) { why = gz.error; return false; }
-  if (got == kBlock && is_ustar(first)) return read_tar(gz, first, each, why);
+  if (got == kBlock && is_ustar(first)) return read_tar(gz, first, each, each_xml, why);
   // A compressed trace: the whole stream is one member.
   Member m;
   m.bytes.assign(first, first + got);
@@ -337,7 +355,7 @@ bool read_stream(GzipStream& gz, const MemberFn& each, std::string& why) {
     }
     m.bytes.insert(m.bytes.end(), rest.begin(), rest.end());
   }
-  return each(m, why);
+  return each ? each(m, why) : true;
 }
 
 }  // namespace
@@ -354,6 +372,13 @@ bool safe_member_path(const std::string& name) {
   return true;
 }
 
+bool is_xml_member(const std::string& name) {
+  size_t slash = name.find('/');
+  if (slash != std::string::npos && name.find('/', slash + 1) != std::string::npos) return false;
+  size_t base = slash == std::string::npos ? 0 : slash + 1;
+  return name.size() > base + 4 && ends_with(name, ".xml");
+}
+
 bool is_gzip(const uint8_t* data, size_t size) { return size >= 2 && data[0] == 0x1f && data[1] == 0x8b; }
 
 bool is_gzip_file(const std::string& path) {
@@ -365,7 +390,7 @@ bool is_gzip_file(const std::string& path) {
   return got == 2 && is_gzip(magic, 2);
 }
 
-bool read_file(const std::string& path, const MemberFn& each, std::string& why) {
+bool read_file(const std::string& path, const MemberFn& each, std::string& why, const MemberFn& each_xml) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) { why = strerror(errno); return false; }
   if (!S_ISREG(st.st_mode)) { why = "not a regular file"; return false; }
@@ -374,15 +399,16 @@ bool read_file(const std::string& path, const MemberFn& each, std::string& why) 
   bool ok;
   {
     GzipStream gz(fd, nullptr, 0);
-    ok = read_stream(gz, each, why);
+    ok = read_stream(gz, each, each_xml, why);
   }
   close(fd);
   return ok;
 }
 
-bool read_memory(const uint8_t* data, size_t size, const MemberFn& each, std::string& why) {
+bool read_memory(const uint8_t* data, size_t size, const MemberFn& each, std::string& why,
+                 const MemberFn& each_xml) {
   GzipStream gz(-1, data, size);
-  return read_stream(gz, each, why);
+  return read_stream(gz, each, each_xml, why);
 }
 
 bool gunzip(const uint8_t* data, size_t size, std::vector<uint8_t>& out, std::string& why) {

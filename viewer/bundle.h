@@ -1,7 +1,7 @@
 // Bundles: a run's traces in one attachable file. A bundle is a gzip-compressed ustar
 // archive (.tar.gz: the one archive format GitHub and GitCode both accept as an issue
-// attachment) with one top-level directory per run holding that run's *.pb files, plus a
-// manifest.json. A single trace may also come gzip-compressed (.pb.gz).
+// attachment) with one top-level directory per run holding that run's *.pb files and its
+// junit XML (*.xml, the test outcomes the many-run diff reads), plus a manifest.json. A single trace may also come gzip-compressed (.pb.gz).
 //
 // Reading is built for hostile input, as the trace decoder is: nothing is ever written to
 // disk, a member is refused when its path is absolute or climbs out (..), when it is a
@@ -21,6 +21,9 @@ namespace bundle {
 // Largest trace (one member, decompressed) a bundle or .pb.gz may hold: the reader keeps
 // one member in memory while it decodes it.
 constexpr uint64_t kMaxUnpackedBytes = 1ull << 30;
+// Largest junit XML file a bundle may carry: pytest's report of a large suite with its
+// captured output runs to tens of MB; the whole file is held and parsed in memory.
+constexpr uint64_t kMaxJunitBytes = 64ull << 20;
 
 // One trace from a bundle: `run` is its top-level directory ("" for a member at the top
 // level or a lone .pb.gz), `name` its path in the archive.
@@ -30,7 +33,7 @@ struct Member {
   std::vector<uint8_t> bytes;  // the trace, decompressed
 };
 
-// Called once per trace member, in archive order; returning false stops the walk (the
+// Called once per trace member (or junit member), in archive order; returning false stops the walk (the
 // callback has set `why`).
 using MemberFn = std::function<bool(Member&, std::string& why)>;
 
@@ -41,8 +44,17 @@ bool is_gzip(const uint8_t* data, size_t size);
 // Reads a .tar.gz bundle or a .pb.gz trace, calling `each` for every trace member (*.pb,
 // *.pb.gz inside a bundle are decompressed too). Members that are not traces
 // (manifest.json, directories) are passed over. On failure returns false with `why`.
-bool read_file(const std::string& path, const MemberFn& each, std::string& why);
-bool read_memory(const uint8_t* data, size_t size, const MemberFn& each, std::string& why);
+// An empty `each` passes the traces over unread (a reader of the junit members only).
+// With `each_xml`, every *.xml member directly in a run's directory (or at the top level)
+// goes to it, as is. Without it they are passed over like any other member that is not a
+// trace. Either way one declaring more than kMaxJunitBytes is refused.
+bool read_file(const std::string& path, const MemberFn& each, std::string& why,
+               const MemberFn& each_xml = MemberFn());
+bool read_memory(const uint8_t* data, size_t size, const MemberFn& each, std::string& why,
+                 const MemberFn& each_xml = MemberFn());
+
+// Is `name` (a member path) a junit XML member: RUN/NAME.xml or NAME.xml?
+bool is_xml_member(const std::string& name);
 
 // Inflates a gzip block (a .pb.gz member) into `out`, refusing more than kMaxUnpackedBytes.
 bool gunzip(const uint8_t* data, size_t size, std::vector<uint8_t>& out, std::string& why);

@@ -2,6 +2,8 @@
 // .pb.gz files or bundles) in one bundle (bundle.h) to attach to an issue. Every trace is
 // decoded before it goes in, so a bundle never carries a file the viewer would refuse;
 // with --redact the traces themselves are rewritten (redact.h), not only their views.
+// A run's junit XML (the *.xml test_outcomes.h reads from its directory) goes with it, so
+// the many-run diff takes the same test outcomes from the bundle as from the directory.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,6 +22,7 @@
 #include "commands.h"
 #include "json_writer.h"
 #include "redact.h"
+#include "test_outcomes.h"
 #include "trace_reader.h"
 
 namespace imptrace {
@@ -32,9 +35,15 @@ struct PackedTrace {
   size_t imports = 0;
 };
 
+struct PackedXml {
+  std::string file;  // name inside the run's directory
+  std::string text;
+};
+
 struct PackedRun {
   std::string name;
   std::vector<PackedTrace> traces;
+  std::vector<PackedXml> junit;
 };
 
 bool ends_with(const std::string& s, const char* suffix) {
@@ -66,7 +75,8 @@ std::string member_component(const std::string& raw, const char* fallback) {
   return s.substr(0, 90);
 }
 
-std::vector<uint8_t> read_whole(const std::string& path) {
+std::vector<uint8_t> read_whole(const std::string& path, uint64_t limit = bundle::kMaxUnpackedBytes,
+                                const char* limit_text = "1 GiB") {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw InputError(path + ": " + strerror(errno));
   struct stat st;
@@ -74,9 +84,9 @@ std::vector<uint8_t> read_whole(const std::string& path) {
     close(fd);
     throw InputError(path + ": not a regular file");
   }
-  if (static_cast<uint64_t>(st.st_size) > bundle::kMaxUnpackedBytes) {
+  if (static_cast<uint64_t>(st.st_size) > limit) {
     close(fd);
-    throw InputError(path + ": larger than a bundle member may be (1 GiB)");
+    throw InputError(path + ": larger than a bundle member may be (" + limit_text + ")");
   }
   std::vector<uint8_t> data(static_cast<size_t>(st.st_size));
   size_t got = 0;
@@ -95,7 +105,7 @@ PackedRun& run_named(std::vector<PackedRun>& runs, const std::string& wanted) {
   std::string name = wanted;
   for (int n = 2; std::any_of(runs.begin(), runs.end(), [&](const PackedRun& r) { return r.name == name; }); ++n)
     name = wanted + "-" + std::to_string(n);
-  runs.push_back(PackedRun{name, {}});
+  runs.push_back(PackedRun{name, {}, {}});
   return runs.back();
 }
 
@@ -113,6 +123,16 @@ void add_file(PackedRun& run, const std::string& path) {
   run.traces.push_back(std::move(t));
 }
 
+// A junit XML file of a run, when it is one (what test_outcomes would read); anything else
+// is left out with a line on stderr, never silently.
+void add_xml(PackedRun& run, const std::string& file, std::string text, const std::string& from) {
+  if (!outcomes::is_junit(text)) {
+    std::cerr << "imptrace: " << from << ": not junit XML (no <testsuite> with <testcase>), left out\n";
+    return;
+  }
+  run.junit.push_back(PackedXml{file, std::move(text)});
+}
+
 // RUN arguments into runs: a directory is one run (named after it, through symlinks such
 // as imptrace-traces/latest), a trace file one run of one process, a bundle its own runs.
 std::vector<PackedRun> collect(const std::vector<std::string>& inputs) {
@@ -123,11 +143,12 @@ std::vector<PackedRun> collect(const std::vector<std::string>& inputs) {
     if (S_ISDIR(st.st_mode)) {
       char real[PATH_MAX];
       std::string name = base_name(realpath(path.c_str(), real) ? std::string(real) : path);
-      std::vector<std::string> files;
+      std::vector<std::string> files, xml;
       if (DIR* d = opendir(path.c_str())) {
         while (struct dirent* e = readdir(d)) {
           std::string n = e->d_name;
           if (ends_with(n, ".pb") || ends_with(n, ".pb.gz")) files.push_back(path + "/" + n);
+          if (n.size() > 4 && ends_with(n, ".xml")) xml.push_back(n);
         }
         closedir(d);
       } else {
@@ -137,6 +158,11 @@ std::vector<PackedRun> collect(const std::vector<std::string>& inputs) {
       if (files.empty()) throw InputError(path + ": no trace files (*.pb) in this directory");
       PackedRun& run = run_named(runs, member_component(name, "run"));
       for (const auto& f : files) add_file(run, f);
+      std::sort(xml.begin(), xml.end());
+      for (const auto& n : xml) {
+        std::vector<uint8_t> bytes = read_whole(path + "/" + n, bundle::kMaxJunitBytes, "64 MiB for junit XML");
+        add_xml(run, n, std::string(bytes.begin(), bytes.end()), path + "/" + n);
+      }
       continue;
     }
     if (!S_ISREG(st.st_mode)) throw InputError(path + ": not a regular file or directory");
@@ -148,16 +174,20 @@ std::vector<PackedRun> collect(const std::vector<std::string>& inputs) {
     // A bundle or a .pb.gz: its runs keep their names.
     std::vector<std::pair<std::string, size_t>> seen;  // run name in the input -> index in runs
     std::string why;
-    bool ok = bundle::read_file(path, [&](bundle::Member& m, std::string&) {
+    auto run_of = [&](const bundle::Member& m) {
       auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& s) { return s.first == m.run; });
-      size_t at;
-      if (it == seen.end()) {
-        run_named(runs, m.run.empty() ? stem : member_component(m.run, "run"));
-        at = runs.size() - 1;
-        seen.emplace_back(m.run, at);
-      } else {
-        at = it->second;
-      }
+      if (it != seen.end()) return it->second;
+      run_named(runs, m.run.empty() ? stem : member_component(m.run, "run"));
+      seen.emplace_back(m.run, runs.size() - 1);
+      return runs.size() - 1;
+    };
+    auto each_xml = [&](bundle::Member& m, std::string&) {
+      add_xml(runs[run_of(m)], m.name.substr(m.name.rfind('/') + 1), std::string(m.bytes.begin(), m.bytes.end()),
+              path + "#" + m.name);
+      return true;
+    };
+    bool ok = bundle::read_file(path, [&](bundle::Member& m, std::string&) {
+      size_t at = run_of(m);
       PackedTrace t;
       t.from = m.name.empty() ? path : path + "#" + m.name;
       std::string file = m.name.empty() ? base_name(path) : m.name.substr(m.name.rfind('/') + 1);
@@ -165,9 +195,11 @@ std::vector<PackedRun> collect(const std::vector<std::string>& inputs) {
       t.bytes = std::move(m.bytes);
       runs[at].traces.push_back(std::move(t));
       return true;
-    }, why);
+    }, why, each_xml);
     if (!ok) throw InputError(path + ": " + why);
   }
+  for (const auto& run : runs)
+    if (run.traces.empty()) throw InputError(run.name + ": junit XML but no trace files (*.pb) in this run");
   return runs;
 }
 
@@ -205,8 +237,10 @@ int run_pack(const std::vector<std::string>& args) {
 
   if (redact) {
     redact::Redactor r;
-    for (const auto& run : runs)
+    for (const auto& run : runs) {
       for (const auto& t : run.traces) redact::learn_trace(t.bytes.data(), t.bytes.size(), r);
+      for (const auto& x : run.junit) r.learn(x.text);
+    }
     r.learn_local_machine();
     for (auto& run : runs) {
       run.name = member_component(r.apply(run.name), "run");
@@ -218,6 +252,10 @@ int run_pack(const std::vector<std::string>& args) {
         t.bytes.swap(clean);
         t.file = member_component(r.apply(t.file), "trace.pb");
       }
+      for (auto& x : run.junit) {
+        x.text = redact::redact_xml(x.text, r);
+        x.file = member_component(r.apply(x.file), "junit.xml");
+      }
     }
     // Run names made equal by redaction stay apart.
     std::vector<std::string> taken;
@@ -226,6 +264,21 @@ int run_pack(const std::vector<std::string>& args) {
       for (int n = 2; std::find(taken.begin(), taken.end(), run.name) != taken.end(); ++n)
         run.name = base + "-" + std::to_string(n);
       taken.push_back(run.name);
+    }
+  }
+
+  // Junit files keep their names, as test_outcomes lists them by name; names made equal by
+  // redaction (or cut) stay apart and stay *.xml.
+  for (auto& run : runs) {
+    std::vector<std::string> used;
+    for (auto& x : run.junit) {
+      std::string stem = x.file.size() > 4 && ends_with(x.file, ".xml") ? x.file.substr(0, x.file.size() - 4) : x.file;
+      stem = stem.substr(0, 80);
+      std::string file = stem + ".xml";
+      for (int n = 2; std::find(used.begin(), used.end(), file) != used.end(); ++n)
+        file = stem + "-" + std::to_string(n) + ".xml";
+      used.push_back(file);
+      x.file = file;
     }
   }
 
@@ -244,6 +297,9 @@ int run_pack(const std::vector<std::string>& args) {
       std::vector<std::string> files;
       for (const auto& t : run.traces) files.push_back(run.name + "/" + t.file);
       w.string_array("files", files);
+      std::vector<std::string> junit;
+      for (const auto& x : run.junit) junit.push_back(run.name + "/" + x.file);
+      w.string_array("junit", junit);
     });
     w.end_object();
     w.finish();
@@ -265,6 +321,8 @@ int run_pack(const std::vector<std::string>& args) {
       raw_bytes += t.bytes.size();
       ok = ok && writer.add(run.name + "/" + file, t.bytes.data(), t.bytes.size(), why);
     }
+    for (const auto& x : run.junit)
+      ok = ok && writer.add(run.name + "/" + x.file, reinterpret_cast<const uint8_t*>(x.text.data()), x.text.size(), why);
   }
   ok = ok && writer.finish(why);
   if (!ok || rename(tmp.c_str(), out_path.c_str()) != 0) {
@@ -280,7 +338,9 @@ int run_pack(const std::vector<std::string>& args) {
     size_t n_imports = 0;
     for (const auto& t : run.traces) n_imports += t.imports;
     std::cout << "  " << run.name << ": " << run.traces.size() << " process" << (run.traces.size() == 1 ? "" : "es")
-              << ", " << n_imports << " imports\n";
+              << ", " << n_imports << " imports";
+    for (size_t i = 0; i < run.junit.size(); ++i) std::cout << (i ? ", " : "; test outcomes from ") << run.junit[i].file;
+    std::cout << "\n";
   }
   std::cout << "packed " << runs.size() << " run" << (runs.size() == 1 ? "" : "s") << " (" << processes
             << " process" << (processes == 1 ? "" : "es") << ", " << imports << " imports"

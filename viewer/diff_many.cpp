@@ -127,7 +127,8 @@ void history_facts(const ProcFacts& f, Collector& c) {
   const Process& p = *f.p;
   for (size_t pos = 0; pos < f.history->size(); ++pos) {
     const KeyHistory& h = f.history->history(pos);
-    if (ordinary(h)) continue;
+    // A history with no entries (a hostile trace's) has nothing to tell, nor an entry to index.
+    if (h.entries.empty() || ordinary(h)) continue;
     std::string_view name = f.history->key(pos);
     uint64_t key = fact_key(Family::History, name, f.key_sig[pos]);
     const KeyEntry& e = h.entries[change_of(h)];

@@ -95,11 +95,13 @@ std::vector<CommandHelp> build() {
       {"pack", "RUN... [--redact] -o FILE.tar.gz", "runs' traces in one bundle to attach to an issue",
        "Puts runs (directories, trace files, .pb.gz files or bundles) in one .tar.gz that\n"
        "GitHub and GitCode accept as an attachment: a directory per run and a manifest.json.\n"
-       "Every trace is checked first. With --redact the traces themselves are rewritten: their\n"
-       "strings (paths, argv, environment) carry placeholders instead of user, host and\n"
-       "install paths, and stay valid traces. Prints the bundle's size per import.",
+       "A run's junit XML (*.xml in its directory) goes with it, so diff --good/--bad takes\n"
+       "the same test outcomes from BUNDLE#RUN. Every trace is checked first. With --redact\n"
+       "the traces themselves are rewritten: their strings (paths, argv, environment)\n"
+       "carry placeholders instead of user, host and install paths, and stay valid traces;\n"
+       "the junit XML too, and stays well-formed. Prints the bundle's size per import.",
        {{"-o, --output FILE", "the bundle to write (required)"},
-        {"--redact", "rewrite the traces' strings: ~, <user>, <host>, <site-packages>, <python>"}, help},
+        {"--redact", "rewrite the traces' and junit XML's strings: ~, <user>, <host>, <site-packages>, <python>"}, help},
        "0 success, 2 usage or input error."},
       {"help", "[COMMAND]", "this help, or one command's",
        "The general help, or one command's with each of its options.",

@@ -488,6 +488,151 @@ bool redact_trace(const uint8_t* data, size_t size, const Redactor& r, std::vect
   return true;
 }
 
+namespace {
+
+void append_utf8(std::string& out, unsigned long c) {
+  if (c < 0x80) {
+    out += static_cast<char>(c);
+  } else if (c < 0x800) {
+    out += static_cast<char>(0xc0 | (c >> 6));
+    out += static_cast<char>(0x80 | (c & 0x3f));
+  } else if (c < 0x10000) {
+    out += static_cast<char>(0xe0 | (c >> 12));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3f));
+    out += static_cast<char>(0x80 | (c & 0x3f));
+  } else {
+    out += static_cast<char>(0xf0 | (c >> 18));
+    out += static_cast<char>(0x80 | ((c >> 12) & 0x3f));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3f));
+    out += static_cast<char>(0x80 | (c & 0x3f));
+  }
+}
+
+// XML text with its five entities and character references resolved: a path written
+// "&quot;/home/alice/x.py&quot;" must reach the redactor as the path it is. A reference that
+// is not one is kept as text (and escaped again on the way out).
+std::string xml_unescape(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    size_t end = s[i] == '&' ? s.find(';', i) : std::string::npos;
+    if (end == std::string::npos || end - i > 12) {
+      out += s[i];
+      continue;
+    }
+    std::string ent = s.substr(i + 1, end - i - 1);
+    unsigned long c = 0;
+    bool ok = true;
+    if (ent == "lt") c = '<';
+    else if (ent == "gt") c = '>';
+    else if (ent == "amp") c = '&';
+    else if (ent == "quot") c = '"';
+    else if (ent == "apos") c = '\'';
+    else if (ent.size() > 1 && ent[0] == '#') {
+      bool hex = ent[1] == 'x' || ent[1] == 'X';
+      const char* digits = ent.c_str() + (hex ? 2 : 1);
+      char* stop = nullptr;
+      c = *digits ? strtoul(digits, &stop, hex ? 16 : 10) : 0;
+      ok = stop && *stop == 0 && c > 0 && c <= 0x10ffff;
+    } else {
+      ok = false;
+    }
+    if (!ok) {
+      out += s[i];
+      continue;
+    }
+    append_utf8(out, c);
+    i = end;
+  }
+  return out;
+}
+
+// Escaped for XML text or an attribute value (whitespace kept as references there, since a
+// parser turns a raw newline in an attribute into a space).
+std::string xml_escape(const std::string& s, bool attribute) {
+  std::string out;
+  out.reserve(s.size() + 16);
+  for (char c : s) {
+    switch (c) {
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '"': out += attribute ? "&quot;" : "\""; break;
+      case '\'': out += attribute ? "&apos;" : "'"; break;
+      case '\n': out += attribute ? "&#10;" : "\n"; break;
+      case '\r': out += "&#13;"; break;
+      case '\t': out += attribute ? "&#9;" : "\t"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+// Raw text in a CDATA section or a comment: the redactor's placeholders may stand there
+// as they are; what would end the section early is broken up.
+std::string raw_section(const std::string& text, const Redactor& r, const char* end_mark) {
+  std::string out = r.apply(text);
+  std::string mark = end_mark;
+  for (size_t at; (at = out.find(mark)) != std::string::npos;) out.replace(at, mark.size(), mark.substr(0, 1) + " " + mark.substr(1));
+  return out;
+}
+
+}  // namespace
+
+std::string redact_xml(const std::string& xml, const Redactor& r) {
+  std::string out;
+  out.reserve(xml.size() + xml.size() / 8);
+  size_t i = 0;
+  auto copy_to = [&](size_t end, const char* mark) {  // the rest up to and with `mark`
+    size_t stop = xml.find(mark, end);
+    stop = stop == std::string::npos ? xml.size() : stop + strlen(mark);
+    out.append(xml, i, stop - i);
+    i = stop;
+  };
+  while (i < xml.size()) {
+    if (xml[i] != '<') {
+      size_t next = xml.find('<', i);
+      if (next == std::string::npos) next = xml.size();
+      out += xml_escape(r.apply(xml_unescape(xml.substr(i, next - i))), false);
+      i = next;
+    } else if (xml.compare(i, 4, "<!--") == 0) {
+      size_t end = xml.find("-->", i + 4);
+      size_t stop = end == std::string::npos ? xml.size() : end;
+      out += "<!--" + raw_section(xml.substr(i + 4, stop - i - 4), r, "--") + (end == std::string::npos ? "" : "-->");
+      i = end == std::string::npos ? xml.size() : end + 3;
+    } else if (xml.compare(i, 9, "<![CDATA[") == 0) {
+      size_t end = xml.find("]]>", i + 9);
+      size_t stop = end == std::string::npos ? xml.size() : end;
+      out += "<![CDATA[" + raw_section(xml.substr(i + 9, stop - i - 9), r, "]]>") + (end == std::string::npos ? "" : "]]>");
+      i = end == std::string::npos ? xml.size() : end + 3;
+    } else if (xml.compare(i, 2, "<?") == 0) {
+      copy_to(i + 2, "?>");
+    } else if (xml.compare(i, 2, "<!") == 0) {
+      copy_to(i + 2, ">");
+    } else {
+      // A start or end tag: names kept, each quoted attribute value redacted.
+      size_t j = i;
+      while (j < xml.size() && xml[j] != '>') {
+        char c = xml[j];
+        if (c != '"' && c != '\'') {
+          out += c;
+          ++j;
+          continue;
+        }
+        size_t close = xml.find(c, j + 1);
+        if (close == std::string::npos) close = xml.size();
+        out += '"';
+        out += xml_escape(r.apply(xml_unescape(xml.substr(j + 1, close - j - 1))), true);
+        out += '"';
+        j = close == xml.size() ? close : close + 1;
+      }
+      if (j < xml.size()) out += '>';
+      i = j < xml.size() ? j + 1 : j;
+    }
+  }
+  return out;
+}
+
 std::string redact_output(const std::string& text,
                           const std::vector<const std::vector<model::Process>*>& runs, bool html) {
   Redactor r(html);

@@ -84,6 +84,12 @@ void learn_trace(const uint8_t* data, size_t size, Redactor& r);
 bool redact_trace(const uint8_t* data, size_t size, const Redactor& r, std::vector<uint8_t>& out,
                   std::string& why);
 
+// A junit XML document with the text of its attribute values, character data, CDATA
+// sections and comments redacted (test names and failure messages hold paths); markup is
+// kept, and the placeholders are written escaped (&lt;user&gt;) where XML needs it, so a
+// well-formed document stays well-formed and parses to the redacted text.
+std::string redact_xml(const std::string& xml, const Redactor& r);
+
 // A command's whole output redacted: names learned from the runs it was made from, the
 // output itself and the viewing machine.
 std::string redact_output(const std::string& text,

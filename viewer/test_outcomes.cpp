@@ -9,6 +9,7 @@
 #include <sstream>
 #include <unordered_set>
 
+#include "bundle.h"
 #include "commands.h"
 
 namespace imptrace {
@@ -153,6 +154,12 @@ bool parse_junit(const std::string& xml, std::vector<TestCase>& out) {
   return any;
 }
 
+bool is_junit(const std::string& xml) {
+  if (xml.find("<testsuite") == std::string::npos) return false;
+  std::vector<TestCase> tests;
+  return parse_junit(xml, tests);
+}
+
 namespace {
 
 // The process no other process of the run started (the earliest such): the command the
@@ -173,6 +180,8 @@ const model::Process* first_process(const std::vector<model::Process>& procs) {
 RunOutcome outcome_of(const std::string& run_path, const std::vector<model::Process>& procs,
                       std::vector<std::string>& warnings) {
   RunOutcome r;
+  // (file name, text) of every junit candidate, by name.
+  std::vector<std::pair<std::string, std::string>> files;
   struct stat st;
   if (stat(run_path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
     std::vector<std::string> names;
@@ -183,16 +192,45 @@ RunOutcome outcome_of(const std::string& run_path, const std::vector<model::Proc
       }
       closedir(d);
     }
-    std::sort(names.begin(), names.end());
-    std::vector<std::string> read;
     for (const auto& n : names) {
       std::string path = run_path + (run_path.back() == '/' ? "" : "/") + n, xml;
       if (!read_file(path, xml)) {
         warnings.push_back(path + ": cannot be read; the run's test outcomes are taken without it");
         continue;
       }
-      if (xml.find("<testsuite") == std::string::npos) continue;  // not junit
-      if (parse_junit(xml, r.tests)) read.push_back(n);
+      files.emplace_back(n, std::move(xml));
+    }
+  } else {
+    // A bundle: BUNDLE#RUN names one of its runs; a bundle named alone holds one run.
+    std::string file = run_path, run;
+    bool named = false;
+    if (stat(file.c_str(), &st) != 0) {
+      size_t hash = run_path.rfind('#');
+      if (hash != std::string::npos) {
+        file = run_path.substr(0, hash);
+        run = run_path.substr(hash + 1);
+        named = true;
+      }
+    }
+    if (stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode) && bundle::is_gzip_file(file)) {
+      std::string why;
+      bool ok = bundle::read_file(
+          file, bundle::MemberFn(), why,
+          [&](bundle::Member& m, std::string&) {
+            if (named && m.run != run) return true;
+            files.emplace_back(m.name.substr(m.name.rfind('/') + 1),
+                               std::string(m.bytes.begin(), m.bytes.end()));
+            return true;
+          });
+      if (!ok) throw InputError(file + ": " + why);
+    }
+  }
+  std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  {
+    std::vector<std::string> read;
+    for (const auto& f : files) {
+      if (f.second.find("<testsuite") == std::string::npos) continue;  // not junit
+      if (parse_junit(f.second, r.tests)) read.push_back(f.first);
     }
     if (!read.empty()) {
       r.source = RunOutcome::Source::Junit;
@@ -211,9 +249,9 @@ RunOutcome outcome_of(const std::string& run_path, const std::vector<model::Proc
       r.failed = failed > 0;
       r.text = std::to_string(failed) + " failed, " + std::to_string(passed) + " passed";
       if (skipped) r.text += ", " + std::to_string(skipped) + " skipped";
-      std::string files;
-      for (const auto& n : read) files += (files.empty() ? "" : ", ") + n;
-      r.text += " (" + files + ")";
+      std::string shown;
+      for (const auto& n : read) shown += (shown.empty() ? "" : ", ") + n;
+      r.text += " (" + shown + ")";
       return r;
     }
   }

@@ -39,11 +39,15 @@ std::string node_id_of(const std::string& test);
 
 // The <testcase> elements of a junit XML document, in order. False when it holds none.
 bool parse_junit(const std::string& xml, std::vector<TestCase>& out);
+// Is `xml` junit XML outcome_of reads (a <testsuite> with <testcase> elements)?
+bool is_junit(const std::string& xml);
 
 // The outcome of one run: junit XML files directly in `run_path` when it is a directory
-// (every *.xml holding <testcase> elements, by name), else the exit status of the run's
-// first process (the one no other process of the run started). Unreadable XML is skipped
-// with a line in `warnings`.
+// (every *.xml holding <testcase> elements, by name), or the junit XML members packed with
+// the run when it is a bundle (BUNDLE#RUN, or a bundle of one run: bundle.h), else the exit
+// status of the run's first process (the one no other process of the run started).
+// Unreadable XML in a directory is skipped with a line in `warnings`; a bundle that cannot
+// be read throws InputError.
 RunOutcome outcome_of(const std::string& run_path, const std::vector<model::Process>& procs,
                       std::vector<std::string>& warnings);
 

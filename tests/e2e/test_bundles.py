@@ -265,3 +265,31 @@ def test_bad_bundles_are_one_line_and_status_2(case, runs, tmp_path):
         assert err.startswith("imptrace: ") and err.count("\n") == 1, (case, err)
         assert "not an imptrace trace" not in err or case == "not_a_trace", err
     assert not (tmp_path / "o.tar.gz").exists()
+
+
+def test_junit_members_too_large_or_not_junit(runs, tmp_path):
+    """A junit member over its limit is one line and status 2 wherever the bundle is read;
+    an *.xml that is not junit is left out by pack, with a line."""
+    base, home, good, bad = runs
+    trace = open(traces(good)[0], "rb").read()
+    pb = tarfile.TarInfo("run/x.pb")
+    pb.size = len(trace)
+    xml = tarfile.TarInfo("run/junit.xml")
+    xml.size = 65 << 20  # declared only: refused before any of it is read
+    padded = trace + bytes(-len(trace) % 512)
+    huge = tmp_path / "huge.tar.gz"
+    huge.write_bytes(gzip.compress(pb.tobuf(format=tarfile.GNU_FORMAT) + padded + xml.tobuf(format=tarfile.GNU_FORMAT)))
+    for cmd in (["show", huge], ["diff", "--good", huge, "--bad", huge], ["pack", huge, "-o", tmp_path / "o.tar.gz"]):
+        r = imptrace(*cmd)
+        err = r.stderr.decode()
+        assert r.returncode == 2 and err.count("\n") == 1 and "64 MiB for junit XML" in err, (cmd, err)
+    assert not (tmp_path / "o.tar.gz").exists()
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "x.pb").write_bytes(trace)
+    (run / "config.xml").write_text("<config><path>/opt/x</path></config>")
+    r = imptrace("pack", run, "-o", tmp_path / "p.tar.gz")
+    assert r.returncode == 0 and "config.xml: not junit XML" in r.stderr.decode(), r.stderr
+    with tarfile.open(tmp_path / "p.tar.gz") as t:
+        assert "run/config.xml" not in t.getnames() and "run/x.pb" in t.getnames()

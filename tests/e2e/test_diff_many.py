@@ -132,7 +132,63 @@ def test_a_bundle_of_several_runs_is_each_of_them(order_runs, tmp_path):
     assert viewer("pack", *order_runs["bad"], "-o", bundle).returncode == 0
     d = json.loads(viewer("diff", "--good", *order_runs["good"], "--bad", bundle, "--format", "json").stdout)
     assert len(d["bad"]["runs"]) == 2 and all("#" in x["path"] for x in d["bad"]["runs"])
-    # A bundle holds the traces, not the junit XML: the outcome is the exit status.
-    assert {x["outcome_source"] for x in d["bad"]["runs"]} == {"exit_status"}
+    # The junit XML travels in the bundle with its run.
+    assert {x["outcome_source"] for x in d["bad"]["runs"]} == {"junit"}
     top = d["findings"][0]
     assert top["module"] == "npugraph_ex" and top["story_support"] == {"bad": [2, 2], "good": [0, 3]}
+
+
+def essentials(d):
+    """What a many-run diff concludes, without the paths it read."""
+    top = d["findings"][0]
+    runs = {side: sorted([[x["outcome_source"], x["failed"], x["outcome"], x["first_failing_test"]]
+                          for x in d[side]["runs"]], key=json.dumps) for side in ("bad", "good")}
+    evidence = {side: sorted([[e.get("test"), e.get("relative"), e.get("happened")] for e in top["evidence"][side]],
+                             key=json.dumps) for side in ("bad", "good")}
+    return (top["kind"], top["module"], top["test"], top["support"], top["story_support"], evidence,
+            top["evidence"]["text"], runs)
+
+
+@pytest.mark.parametrize("redact", [False, True], ids=["plain", "redacted"])
+def test_bundled_runs_keep_their_junit_outcomes(order_runs, tmp_path, redact):
+    """Runs packed into bundles (the passing ones one bundle each, the failing ones together)
+    give the same first finding, support, evidence and outcomes as their directories."""
+    flags = ["--redact"] if redact else []
+    good = []
+    for i, run in enumerate(order_runs["good"]):
+        path = str(tmp_path / ("good%d.tar.gz" % i))
+        packed = viewer("pack", run, *flags, "-o", path)
+        assert packed.returncode == 0 and "test outcomes from junit.xml" in packed.stdout, packed.stderr
+        good.append(path + "#" + json.loads(member(path, "manifest.json"))["runs"][0]["name"])
+    bad = str(tmp_path / "bad.tar.gz")
+    assert viewer("pack", *order_runs["bad"], *flags, "-o", bad).returncode == 0
+    manifest = json.loads(member(bad, "manifest.json"))
+    assert [len(r["junit"]) for r in manifest["runs"]] == [1, 1] and manifest["redacted"] == redact
+
+    direct = json.loads(many(order_runs, "--format", "json").stdout)
+    r = viewer("diff", "--good", *good, "--bad", bad, "--format", "json")
+    assert r.returncode == 1, r.stderr
+    from_bundles = json.loads(r.stdout)
+    assert [x["outcome_source"] for x in from_bundles["bad"]["runs"] + from_bundles["good"]["runs"]] == ["junit"] * 5
+    assert essentials(from_bundles) == essentials(direct)
+
+    # The packed XML is still well-formed, and redacted it says nothing of where it ran.
+    import xml.etree.ElementTree as ET
+    for run in manifest["runs"]:
+        text = member(bad, run["junit"][0])
+        root = ET.fromstring(text)
+        assert root.iter("testcase") and any(c.find("failure") is not None for c in root.iter("testcase"))
+        if redact:
+            # The failure messages name the module's file under the run's site-packages.
+            assert os.path.dirname(order_runs["bad"][manifest["runs"].index(run)]) not in text
+            assert "&lt;site-packages&gt;/torch_npu/dynamo/npugraph_ex/__init__.py" in text
+            failures = [c.find("failure") for c in root.iter("testcase") if c.find("failure") is not None]
+            assert any("<site-packages>/torch_npu/" in (f.text or "") for f in failures)
+        else:
+            assert text == open(os.path.join(order_runs["bad"][manifest["runs"].index(run)], "junit.xml")).read()
+
+
+def member(bundle, name):
+    import tarfile
+    with tarfile.open(bundle) as t:
+        return t.extractfile(name).read().decode()

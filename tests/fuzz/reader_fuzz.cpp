@@ -3,7 +3,8 @@
 // (show, tree with and without its options, export json/chrome, the one-run report) and
 // diffed against itself (two runs, and many), so the model built from a hostile file is exercised too. Bytes
 // that start with the gzip magic go through the bundle reader (bundle.h: gzip, tar, .pb.gz)
-// first, and every trace they hold is also redacted (redact.h) and read back. Must never
+// first, and every trace they hold is also redacted (redact.h) and read back; every junit
+// XML member they hold is parsed (test_outcomes.h) and redacted as XML. Must never
 // crash, hang, leak or trip ASan/UBSan.
 #include <cstddef>
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include "diff.h"
 #include "diff_many.h"
 #include "redact.h"
+#include "test_outcomes.h"
 #include "trace_reader.h"
 
 namespace {
@@ -43,7 +45,17 @@ void fuzz_bundle(const uint8_t* data, size_t size) {
     if (!clean.empty() && !imptrace::reader::parse_trace(clean.data(), clean.size(), q, pwhy) && pwhy != "empty file")
       __builtin_trap();
     return true;
-  }, why);
+  }, why, [](imptrace::bundle::Member& m, std::string&) {
+    std::string xml(m.bytes.begin(), m.bytes.end());
+    std::vector<imptrace::outcomes::TestCase> tests;
+    imptrace::outcomes::parse_junit(xml, tests);
+    imptrace::redact::Redactor r;
+    r.learn(xml);
+    std::string clean = imptrace::redact::redact_xml(xml, r);
+    std::vector<imptrace::outcomes::TestCase> again;
+    imptrace::outcomes::parse_junit(clean, again);
+    return true;
+  });
   if (!ok) check_reason(why);
 }
 

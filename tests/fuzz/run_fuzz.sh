@@ -27,11 +27,14 @@ except ImportError: pass
 import xml.dom' ) || true
   done
 fi
-# Bundles: a compressed trace, a .tar.gz of a run, and a tar member climbing out with "..".
+# Bundles: a compressed trace, a .tar.gz of a run (with its junit XML), and a tar member
+# climbing out with "..".
 first=$(ls "$seeds"/*.pb 2>/dev/null | head -n 1 || true)
 [ -n "$first" ] || { printf '\x0a\x02\x08\x01' > "$seeds/tiny.pb"; first=$seeds/tiny.pb; }
 gzip -c "$first" > "$seeds/trace.pb.gz"
 mkdir -p "$bld/tarroot/run" && cp "$first" "$bld/tarroot/run/a.pb"
+printf '<testsuites><testsuite hostname="h"><testcase classname="t.a" name="x"><failure message="/home/u/&quot;a&quot;">/home/u/a.py &lt;b&gt;</failure></testcase><testcase classname="t.a" name="y"/><![CDATA[/home/u]]><!-- c --></testsuite></testsuites>' \
+  > "$bld/tarroot/run/junit.xml"
 tar czf "$seeds/bundle.tar.gz" -C "$bld/tarroot" run
 tar czf "$seeds/dotdot.tar.gz" -C "$bld/tarroot/run" --transform 's,^,../,' a.pb
 rm -rf "$bld/tarroot"

@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "bundle.h"
+#include "commands.h"
 #include "redact.h"
+#include "test_outcomes.h"
 #include "trace_builder.h"
 #include "trace_reader.h"
 
@@ -202,6 +204,81 @@ TEST(Bundle, RefusesAZipBombWithoutInflatingIt) {
   EXPECT_LE(out.capacity(), 128u << 20);  // stopped past 64 MiB, far below the 1 GiB limit
 }
 
+const char* kJunit =
+    "<?xml version=\"1.0\" encoding=\"utf-8\"?><testsuites><testsuite name=\"pytest\" hostname=\"box\">"
+    "<testcase classname=\"tests.a_test\" name=\"test_one\" time=\"0.1\" />"
+    "<testcase classname=\"tests.a_test\" name=\"test_two\" time=\"0.1\">"
+    "<failure message=\"AssertionError: /home/alice/proj/x.py &quot;bad&quot;\">"
+    "/home/alice/proj/x.py:3: in test_two &lt;here&gt;</failure></testcase></testsuite></testsuites>";
+
+TEST(Bundle, JunitMembersGoWithTheirRun) {
+  std::string path = temp_path("junit.tar.gz");
+  auto t = small_trace();
+  std::string junit = kJunit;
+  {
+    bundle::Writer w;
+    std::string why;
+    ASSERT_TRUE(w.open(path, why)) << why;
+    ASSERT_TRUE(w.add("bad/a.pb", t.data(), t.size(), why)) << why;
+    ASSERT_TRUE(w.add("bad/junit.xml", reinterpret_cast<const uint8_t*>(junit.data()), junit.size(), why));
+    ASSERT_TRUE(w.add("bad/deeper/other.xml", reinterpret_cast<const uint8_t*>(junit.data()), junit.size(), why));
+    ASSERT_TRUE(w.add("good/a.pb", t.data(), t.size(), why)) << why;
+    ASSERT_TRUE(w.finish(why)) << why;
+  }
+  std::vector<bundle::Member> traces, xml;
+  std::string why;
+  ASSERT_TRUE(bundle::read_file(path, [&](bundle::Member& m, std::string&) {
+    traces.push_back(m);
+    return true;
+  }, why, [&](bundle::Member& m, std::string&) {
+    xml.push_back(m);
+    return true;
+  })) << why;
+  EXPECT_EQ(traces.size(), 2u);
+  ASSERT_EQ(xml.size(), 1u);  // only what is directly in a run's directory, as from a directory
+  EXPECT_EQ(xml[0].run, "bad");
+  EXPECT_EQ(std::string(xml[0].bytes.begin(), xml[0].bytes.end()), junit);
+
+  // The many-run diff's outcomes: from the packed XML for BUNDLE#RUN, else the exit status.
+  std::vector<model::Process> procs;
+  std::vector<std::string> warnings;
+  ASSERT_TRUE(reader::load_run(path + "#bad", procs, why, warnings)) << why;
+  outcomes::RunOutcome bad = outcomes::outcome_of(path + "#bad", procs, warnings);
+  EXPECT_EQ(bad.source, outcomes::RunOutcome::Source::Junit);
+  EXPECT_TRUE(bad.failed);
+  EXPECT_EQ(bad.text, "1 failed, 1 passed (junit.xml)");
+  ASSERT_EQ(bad.first_failing, 1);
+  EXPECT_EQ(bad.tests[1].key, "tests.a_test::test_two");
+  outcomes::RunOutcome good = outcomes::outcome_of(path + "#good", procs, warnings);
+  EXPECT_NE(good.source, outcomes::RunOutcome::Source::Junit);
+  unlink(path.c_str());
+
+  // A junit member larger than a junit file may be: one line, from the reader and from
+  // outcome_of (InputError: exit status 2).
+  auto big = tar_header("bad/junit.xml", bundle::kMaxJunitBytes + 1);
+  big.resize(big.size() + 1024, 0);
+  auto gz = gzip(big);
+  bool ok = bundle::read_memory(gz.data(), gz.size(), [](bundle::Member&, std::string&) { return true; }, why,
+                                [](bundle::Member&, std::string&) { return true; });
+  EXPECT_FALSE(ok);
+  EXPECT_NE(why.find("for junit XML"), std::string::npos) << why;
+  ReadResult traces_only = read_gz(gz);  // refused by every reader, not only the outcomes'
+  EXPECT_FALSE(traces_only.ok);
+  EXPECT_NE(traces_only.why.find("for junit XML"), std::string::npos) << traces_only.why;
+  FILE* f = fopen(path.c_str(), "wb");
+  ASSERT_TRUE(f);
+  fwrite(gz.data(), 1, gz.size(), f);
+  fclose(f);
+  try {
+    outcomes::outcome_of(path + "#bad", procs, warnings);
+    ADD_FAILURE() << "an oversized junit member was read";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("for junit XML"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+  }
+  unlink(path.c_str());
+}
+
 // ---- redaction ------------------------------------------------------------------------
 
 TEST(Redact, PathsAndNamesGetStablePlaceholders) {
@@ -359,6 +436,32 @@ TEST(Redact, WholeOutputLearnsFromTheRuns) {
   EXPECT_EQ(out.substr(0, 20), "cwd ~/proj, tmp <dir");
   EXPECT_EQ(out.find("erin"), std::string::npos);
   EXPECT_EQ(redact::redact_output("by erin\n", {&run}, false), "by <user>\n");
+}
+
+TEST(Redact, JunitXmlStaysWellFormed) {
+  redact::Redactor r;
+  r.learn(kJunit);
+  r.add_host("box");
+  std::string out = redact::redact_xml(kJunit, r);
+  EXPECT_EQ(out.find("alice"), std::string::npos) << out;
+  EXPECT_EQ(out.find("\"box\""), std::string::npos) << out;
+  EXPECT_NE(out.find("hostname=\"&lt;host&gt;\""), std::string::npos) << out;
+  EXPECT_NE(out.find("~/proj/x.py &quot;bad&quot;"), std::string::npos) << out;  // entities kept as entities
+  EXPECT_NE(out.find("~/proj/x.py:3: in test_two &lt;here&gt;"), std::string::npos) << out;
+  // Markup is untouched and the tests read the same.
+  std::vector<outcomes::TestCase> before, after;
+  ASSERT_TRUE(outcomes::parse_junit(kJunit, before));
+  ASSERT_TRUE(outcomes::parse_junit(out, after));
+  ASSERT_EQ(before.size(), after.size());
+  for (size_t i = 0; i < before.size(); ++i) {
+    EXPECT_EQ(before[i].key, after[i].key);
+    EXPECT_EQ(before[i].failed, after[i].failed);
+  }
+  // Placeholders never open markup, in text, attributes, CDATA or comments; references
+  // survive; a section's end mark is never made by redaction.
+  std::string odd = "<a x='/home/alice/f&#10;g'><![CDATA[/home/alice/y <raw>]]><!-- /home/alice/z -->&#x263A;</a>";
+  std::string o2 = redact::redact_xml(odd, r);
+  EXPECT_EQ(o2, "<a x=\"~/f&#10;g\"><![CDATA[~/y <raw>]]><!-- ~/z -->\xe2\x98\xba</a>") << o2;
 }
 
 }  // namespace
