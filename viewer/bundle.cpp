@@ -313,14 +313,18 @@ bool read_tar(GzipStream& gz, const uint8_t* first, const MemberFn& each, const 
             size_text(kMaxJunitBytes) + " for junit XML)";
       return false;
     }
-    if (type != '5' && each_xml && is_xml_member(name)) {
-      Member m;
+    // The member's bytes, with its run (the first path component) and name.
+    auto read_member = [&](Member& m) {
       size_t slash = name.find('/');
       m.run = slash == std::string::npos ? "" : name.substr(0, slash);
       m.name = name;
       if (!read_up_to(gz, size, true, m.bytes, why, "member " + shown)) return false;
       if (!gz.skip(padded - size, "padding")) { why = gz.error; return false; }
-      if (!each_xml(m, why)) return false;
+      return true;
+    };
+    if (type != '5' && each_xml && is_xml_member(name)) {
+      Member m;
+      if (!read_member(m) || !each_xml(m, why)) return false;
       continue;
     }
     if (!trace || !each) {
@@ -328,12 +332,7 @@ bool read_tar(GzipStream& gz, const uint8_t* first, const MemberFn& each, const 
       continue;
     }
     Member m;
-    size_t slash = name.find('/');
-    m.run = slash == std::string::npos ? "" : name.substr(0, slash);
-    m.name = name;
-    if (!read_up_to(gz, size, true, m.bytes, why, "member " + shown)) return false;
-    if (!gz.skip(padded - size, "padding")) { why = gz.error; return false; }
-    if (!deliver(m, each, why)) return false;
+    if (!read_member(m) || !deliver(m, each, why)) return false;
   }
 }
 
