@@ -24,6 +24,8 @@ import tempfile
 import textwrap
 import time
 
+from proxy_modules import forwarding_proxy_module, pep562_module
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 PY = "/usr/bin/python3"
@@ -111,23 +113,8 @@ HOT_READS = 300000
 
 
 def gen_hot(root, reads=HOT_READS):
-    write(os.path.join(root, "hot_lazy.py"), textwrap.dedent('''\
-        def __getattr__(name):
-            if name == "value":
-                return 42
-            raise AttributeError(name)
-        '''))
-    write(os.path.join(root, "hot_proxied.py"), textwrap.dedent('''\
-        import sys, types
-        real = types.ModuleType("hot_real")
-        real.value = 42
-        class Forwarding(types.ModuleType):
-            def __getattr__(self, name):
-                return getattr(self._target, name)
-        proxy = Forwarding(__name__)
-        proxy._target = real
-        sys.modules[__name__] = proxy
-        '''))
+    write(os.path.join(root, "hot_lazy.py"), pep562_module(42))
+    write(os.path.join(root, "hot_proxied.py"), forwarding_proxy_module("hot_real", 42))
     for name, module in (("hotgetattr", "hot_lazy"), ("hotproxy", "hot_proxied")):
         write(os.path.join(root, f"{name}_main.py"), textwrap.dedent(f'''\
             import {module}

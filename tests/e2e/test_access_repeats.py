@@ -5,32 +5,20 @@ whole records; why, show, export and diff show the counts."""
 import json
 import os
 import signal
-import textwrap
+import sys
 
 import pytest
 
-from e2e_util import ident, interpreters, run, traces, viewer
+from e2e_util import SRC, ident, interpreters, run, traces, viewer
+
+sys.path.insert(0, os.path.join(SRC, "bench"))
+from proxy_modules import forwarding_proxy_module, pep562_module  # noqa: E402  (bench/: the benchmark times the same shapes)
 
 # A PEP 562 module, a ModuleType-subclass proxy forwarding to a module it holds, and a
 # script reading through both in loops. Line numbers of the reads are fixed (checked).
 PKGS = {
-    "lazy562.py": """\
-        def __getattr__(name):
-            if name == "value":
-                return 42
-            raise AttributeError(name)
-        """,
-    "proxied.py": """\
-        import sys, types
-        real = types.ModuleType("proxied_real")
-        real.value = 7
-        class Forwarding(types.ModuleType):
-            def __getattr__(self, name):
-                return getattr(self._target, name)
-        p = Forwarding(__name__)
-        p._target = real
-        sys.modules[__name__] = p
-        """,
+    "lazy562.py": pep562_module(42),
+    "proxied.py": forwarding_proxy_module("proxied_real", 7),
 }
 
 SCRIPT = """\
@@ -71,7 +59,7 @@ def run_loops(tmp_path, py, n, end="exit", name="run"):
     work = tmp_path / ("w-" + name)
     (work / "pkgs").mkdir(parents=True)
     for f, text in PKGS.items():
-        (work / "pkgs" / f).write_text(textwrap.dedent(text))
+        (work / "pkgs" / f).write_text(text)
     (work / "loops.py").write_text(SCRIPT)
     out = tmp_path / name
     r = run([py, "loops.py", str(n), end], traced=True, outdir=str(out), cwd=str(work))

@@ -162,12 +162,11 @@ def test_library_lookup(tmp_path):
     assert run("d").returncode == 0 and len(traces(str(tmp_path / "d"))) == 1
 
 
-def test_ctrl_c_in_a_terminal(tmp_path):
-    """In a terminal's foreground, Ctrl-C reaches the command as without the wrapper: Python
-    raises KeyboardInterrupt, runs its handler, and its own exit status comes back."""
+def run_in_terminal_until_ready(tmp_path, code):
+    """`imptrace run -o out -- python -c code` in tmp_path, in the foreground of a new
+    pseudo-terminal, read until the command printed "ready" (or a minute passed): the
+    child's pid, the terminal's fd and what it printed so far."""
     import pty
-    code = ("import time\n"
-            "try:\n    print('ready', flush=True)\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    print('interrupted', flush=True)\n    raise SystemExit(42)\n")
     pid, fd = pty.fork()
     if pid == 0:
         os.chdir(str(tmp_path))
@@ -176,6 +175,15 @@ def test_ctrl_c_in_a_terminal(tmp_path):
     end = time.time() + 60
     while b"ready" not in out and time.time() < end:
         out += os.read(fd, 4096)
+    return pid, fd, out
+
+
+def test_ctrl_c_in_a_terminal(tmp_path):
+    """In a terminal's foreground, Ctrl-C reaches the command as without the wrapper: Python
+    raises KeyboardInterrupt, runs its handler, and its own exit status comes back."""
+    code = ("import time\n"
+            "try:\n    print('ready', flush=True)\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    print('interrupted', flush=True)\n    raise SystemExit(42)\n")
+    pid, fd, out = run_in_terminal_until_ready(tmp_path, code)
     os.write(fd, b"\x03")
     while True:
         try:
@@ -195,16 +203,8 @@ def test_ctrl_z_does_not_strand_the_command(tmp_path):
     """Ctrl-Z stops the command; the wrapper stops with it where a shell can continue it,
     and otherwise (no job control here: the pty's session has no shell) continues the
     command rather than leaving it stopped forever."""
-    import pty
     code = "import time\nprint('ready', flush=True)\ntime.sleep(1.5)\nprint('done', flush=True)\nraise SystemExit(5)\n"
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.chdir(str(tmp_path))
-        os.execve(VIEWER, [VIEWER, "run", "-o", "out", "--", PY, "-c", code], clean_env())
-    out = b""
-    end = time.time() + 60
-    while b"ready" not in out and time.time() < end:
-        out += os.read(fd, 4096)
+    pid, fd, out = run_in_terminal_until_ready(tmp_path, code)
     os.write(fd, b"\x1a")
     os.set_blocking(fd, False)
     end = time.time() + 20
