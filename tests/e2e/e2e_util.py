@@ -113,6 +113,19 @@ def run(cmd, traced, outdir=None, env=None, **kw):
     return subprocess.run(cmd, env=e, capture_output=True, text=True, **kw)
 
 
+def write_json_round_trip_suite(suite, files, imports, cases):
+    """A pytest suite in `suite` (a pathlib.Path made here) of `files` files test_mNN.py,
+    each starting with the source lines `imports` and holding one test parametrized over
+    `cases` values: many small tests, so collecting them and their imports is the work."""
+    suite.mkdir()
+    for i in range(files):
+        (suite / ("test_m%02d.py" % i)).write_text(
+            imports + "import pytest\n\n\n"
+            "@pytest.mark.parametrize(\"n\", range(%d))\n"
+            "def test_value(n):\n"
+            "    assert json.loads(json.dumps(n)) == n\n" % cases)
+
+
 def traces(outdir):
     return sorted(glob.glob(os.path.join(outdir, "*.pb*")))
 

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from e2e_util import SID, run, sid_python, sid_unavailable, traces, viewer
+from e2e_util import SID, run, sid_python, sid_unavailable, traces, viewer, write_json_round_trip_suite
 
 PY = "/usr/bin/python3"
 
@@ -58,16 +58,7 @@ def test_import_torch_same_twice_clean_and_changes_found(tmp_path):
 
 def test_pytest_run_same_twice_clean(tmp_path):
     suite = tmp_path / "suite"
-    suite.mkdir()
-    for i in range(20):
-        (suite / ("test_m%02d.py" % i)).write_text(textwrap.dedent("""
-            import json, decimal, fractions, csv
-            import pytest
-
-            @pytest.mark.parametrize("n", range(10))
-            def test_value(n):
-                assert json.loads(json.dumps(n)) == n
-            """))
+    write_json_round_trip_suite(suite, 20, "import json, decimal, fractions, csv\n", 10)
     runs = []
     for name, seed in (("r1", 5), ("r2", 6)):
         out = tmp_path / name

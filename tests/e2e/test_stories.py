@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from e2e_util import ident, run, sid_interpreters, traces, viewer, why
+from e2e_util import ident, run, sid_interpreters, traces, viewer, why, write_json_round_trip_suite
 
 DEBIAN = "/usr/bin/python3"
 WANTED = ("3.8", "3.10", "3.12")
@@ -389,18 +389,9 @@ def test_torch_and_scipy_twice_is_clean(tmp_path):
 
 def test_pytest_collection_of_thousands_twice_is_clean(tmp_path):
     suite = tmp_path / "suite"
-    suite.mkdir()
+    write_json_round_trip_suite(suite, 40, "import json, concurrent.futures, typing\n"
+                                "from concurrent.futures import ThreadPoolExecutor\n", 60)
     (suite / "conftest.py").write_text("import json, decimal\n")
-    for i in range(40):
-        (suite / ("test_m%02d.py" % i)).write_text(textwrap.dedent("""
-            import json, concurrent.futures, typing
-            import pytest
-            from concurrent.futures import ThreadPoolExecutor
-
-            @pytest.mark.parametrize("n", range(60))
-            def test_value(n):
-                assert json.loads(json.dumps(n)) == n
-            """))
     runs = []
     for name, seed in (("r1", 3), ("r2", 11)):
         cwd = tmp_path / ("cwd-" + name)

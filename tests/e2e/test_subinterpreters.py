@@ -51,6 +51,15 @@ def make_modules(root, n):
     (root / "subpep562.py").write_text("def __getattr__(name):\n    return 42\n")
 
 
+def run_with_markers(py, tmp_path, code, n_sub, traced, **kw):
+    """`py -c code` with the marker modules of `n_sub` sub-interpreters on PYTHONPATH
+    (tmp_path/mods), traced into tmp_path/out or not."""
+    mods = tmp_path / "mods"
+    make_modules(mods, n_sub)
+    outdir = str(tmp_path / "out") if traced else None
+    return run([py, "-c", code], traced=traced, outdir=outdir, env={"PYTHONPATH": str(mods)}, **kw)
+
+
 def check_trace(out, n_sub):
     files = traces(str(out))
     assert len(files) == 1, files
@@ -76,17 +85,14 @@ def compare(plain, traced):
 
 @pytest.mark.parametrize("py", interpreters(), ids=ident)
 def test_legacy_run_in_subinterp(py, tmp_path):
-    mods = tmp_path / "mods"
-    make_modules(mods, 3)
     code = ("import fractions, _testcapi\n"
             "rcs = [_testcapi.run_in_subinterp(%r.format(k=k)) for k in range(3)]\n"
             "import statistics\n"
             "print(rcs)\n") % SUB_CODE.replace("{", "{{").replace("}", "}}").replace("{{k}}", "{k}")
-    env = {"PYTHONPATH": str(mods)}
-    plain = run([py, "-c", code], traced=False, env=env, timeout=60)
+    plain = run_with_markers(py, tmp_path, code, 3, traced=False, timeout=60)
     if "No module named '_testcapi'" in plain.stderr:
         pytest.skip("%s has no _testcapi" % py)
-    traced = run([py, "-c", code], traced=True, outdir=str(tmp_path / "out"), env=env, timeout=60)
+    traced = run_with_markers(py, tmp_path, code, 3, traced=True, timeout=60)
     compare(plain, traced)
     assert plain.stdout.strip() == "[0, 0, 0]"
     proc = check_trace(tmp_path / "out", 3)
@@ -120,12 +126,9 @@ ISOLATED = textwrap.dedent('''
 def test_isolated_subinterpreters(py, tmp_path):
     if not os.path.exists(py):
         pytest.skip("not installed")
-    mods = tmp_path / "mods"
-    make_modules(mods, 4)
     code = ISOLATED.format(code=SUB_CODE)
-    env = {"PYTHONPATH": str(mods)}
-    plain = run([py, "-c", code], traced=False, env=env, timeout=60)
-    traced = run([py, "-c", code], traced=True, outdir=str(tmp_path / "out"), env=env, timeout=60)
+    plain = run_with_markers(py, tmp_path, code, 4, traced=False, timeout=60)
+    traced = run_with_markers(py, tmp_path, code, 4, traced=True, timeout=60)
     compare(plain, traced)
     proc = check_trace(tmp_path / "out", 4)
     print(ident(py), "interpreter ids:", sorted({i["interpreter"] for i in proc["imports"]}))
@@ -133,13 +136,11 @@ def test_isolated_subinterpreters(py, tmp_path):
 
 @pytest.mark.parametrize("py", ["/usr/bin/python3", PYENV % "3.11.7", PYENV % "3.10.13"], ids=ident)
 def test_sequential_subinterpreters_recorded_alike(py, tmp_path):
-    mods = tmp_path / "mods"
-    make_modules(mods, 4)
     code = ("import fractions, _testcapi\n"
             "for k in range(4):\n"
             "    _testcapi.run_in_subinterp('import submarker_%d' % k)\n"
             "import statistics\n")
-    r = run([py, "-c", code], traced=True, outdir=str(tmp_path / "out"), env={"PYTHONPATH": str(mods)})
+    r = run_with_markers(py, tmp_path, code, 4, traced=True)
     assert r.returncode == 0, r.stderr
     proc = check_trace(tmp_path / "out", 4)
     seen = {i["name"] for i in proc["imports"]}
