@@ -4,10 +4,12 @@
 // times, thread interleaving).
 #pragma once
 
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "diff.h"
 #include "model.h"
 #include "trace_builder.h"
 #include "trace_reader.h"
@@ -217,6 +219,13 @@ inline model::Process npugraph_run(bool bad, const Variation& v, int tests = 3) 
   RunBuilder r(v);
   npugraph_fill(r, bad, v, tests);
   return r.process();
+}
+
+// The text `imptrace diff` prints for `r`, without colour: what a failed check shows.
+inline std::string dump(const diff::Result& r) {
+  std::ostringstream s;
+  diff::write_text(r, s, false);
+  return s.str();
 }
 
 }  // namespace testing

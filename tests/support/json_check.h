@@ -88,33 +88,25 @@ struct Json {
     if (i >= s.size()) throw std::runtime_error("unexpected end");
     Json v;
     char c = s[i];
-    if (c == '{') {
-      v.kind = Object;
+    if (c == '{' || c == '[') {  // an object or an array: comma-separated, one loop for both
+      v.kind = c == '{' ? Object : Array;
+      const char* close = c == '{' ? "}" : "]";
       ++i;
       skip_ws(s, i);
-      if (i < s.size() && s[i] == '}') { ++i; return v; }
+      if (i < s.size() && s[i] == close[0]) { ++i; return v; }
       while (true) {
-        skip_ws(s, i);
-        std::string k = parse_string(s, i);
-        skip_ws(s, i);
-        expect(s, i, ":");
-        v.members.emplace_back(k, parse_value(s, i));
+        if (v.kind == Object) {
+          skip_ws(s, i);
+          std::string k = parse_string(s, i);
+          skip_ws(s, i);
+          expect(s, i, ":");
+          v.members.emplace_back(k, parse_value(s, i));
+        } else {
+          v.items.push_back(parse_value(s, i));
+        }
         skip_ws(s, i);
         if (i < s.size() && s[i] == ',') { ++i; continue; }
-        expect(s, i, "}");
-        return v;
-      }
-    }
-    if (c == '[') {
-      v.kind = Array;
-      ++i;
-      skip_ws(s, i);
-      if (i < s.size() && s[i] == ']') { ++i; return v; }
-      while (true) {
-        v.items.push_back(parse_value(s, i));
-        skip_ws(s, i);
-        if (i < s.size() && s[i] == ',') { ++i; continue; }
-        expect(s, i, "]");
+        expect(s, i, close);
         return v;
       }
     }

@@ -158,31 +158,29 @@ class TraceBuilder {
   }
 
   void add_header(const HeaderSpec& h) {
-    wire::ByteBuf r;
-    auto m = wire::begin_message(r, F::Record::header);
-    wire::put_uint(r, F::Header::schema_major, h.schema_major);
-    wire::put_uint(r, F::Header::schema_minor, h.schema_minor);
-    wire::put_string(r, F::Header::tracer_version, h.tracer_version.c_str());
-    wire::put_sint64_as_int64(r, F::Header::pid, h.pid);
-    wire::put_sint64_as_int64(r, F::Header::ppid, h.ppid);
-    for (const auto& a : h.argv) wire::put_bytes(r, F::Header::argv, a.data(), a.size());
-    wire::put_string(r, F::Header::executable, h.executable.c_str());
-    wire::put_string(r, F::Header::python_version, h.python_version.c_str());
-    wire::put_string(r, F::Header::python_build, h.python_build.c_str());
-    wire::put_string(r, F::Header::platform, h.platform.c_str());
-    wire::put_string(r, F::Header::machine, h.machine.c_str());
-    wire::put_string(r, F::Header::cwd, h.cwd.c_str());
-    wire::put_sint64_as_int64(r, F::Header::start_time_unix_ns, h.start_time_unix_ns);
-    for (const auto& kv : h.env) {
-      auto e = wire::begin_message(r, F::Header::env);
-      wire::put_string(r, F::EnvVar::name, kv.first.c_str());
-      wire::put_string(r, F::EnvVar::value, kv.second.c_str());
-      wire::end_message(r, e);
-    }
-    wire::put_sint64_as_int64(r, F::Header::forked_from_pid, h.forked_from_pid);
-    wire::put_uint(r, F::Header::start_monotonic_ns, h.start_monotonic_ns);
-    wire::end_message(r, m);
-    append_record(r);
+    add_record(F::Record::header, [&](wire::ByteBuf& r) {
+      wire::put_uint(r, F::Header::schema_major, h.schema_major);
+      wire::put_uint(r, F::Header::schema_minor, h.schema_minor);
+      wire::put_string(r, F::Header::tracer_version, h.tracer_version.c_str());
+      wire::put_sint64_as_int64(r, F::Header::pid, h.pid);
+      wire::put_sint64_as_int64(r, F::Header::ppid, h.ppid);
+      for (const auto& a : h.argv) wire::put_bytes(r, F::Header::argv, a.data(), a.size());
+      wire::put_string(r, F::Header::executable, h.executable.c_str());
+      wire::put_string(r, F::Header::python_version, h.python_version.c_str());
+      wire::put_string(r, F::Header::python_build, h.python_build.c_str());
+      wire::put_string(r, F::Header::platform, h.platform.c_str());
+      wire::put_string(r, F::Header::machine, h.machine.c_str());
+      wire::put_string(r, F::Header::cwd, h.cwd.c_str());
+      wire::put_sint64_as_int64(r, F::Header::start_time_unix_ns, h.start_time_unix_ns);
+      for (const auto& kv : h.env) {
+        auto e = wire::begin_message(r, F::Header::env);
+        wire::put_string(r, F::EnvVar::name, kv.first.c_str());
+        wire::put_string(r, F::EnvVar::value, kv.second.c_str());
+        wire::end_message(r, e);
+      }
+      wire::put_sint64_as_int64(r, F::Header::forked_from_pid, h.forked_from_pid);
+      wire::put_uint(r, F::Header::start_monotonic_ns, h.start_monotonic_ns);
+    });
   }
 
   // Interns `s`: emits a StringDef record the first time, returns its id (0 for "").
@@ -192,12 +190,10 @@ class TraceBuilder {
     if (it != ids_.end()) return it->second;
     uint32_t id = next_id_++;
     ids_[s] = id;
-    wire::ByteBuf r;
-    auto m = wire::begin_message(r, F::Record::string_def);
-    wire::put_uint(r, F::StringDef::id, id);
-    wire::put_bytes(r, F::StringDef::value, s.data(), s.size());
-    wire::end_message(r, m);
-    append_record(r);
+    add_record(F::Record::string_def, [&](wire::ByteBuf& r) {
+      wire::put_uint(r, F::StringDef::id, id);
+      wire::put_bytes(r, F::StringDef::value, s.data(), s.size());
+    });
     return id;
   }
 
@@ -213,39 +209,37 @@ class TraceBuilder {
     if (s.importer) intern(*s.importer);
     if (s.trigger) intern(*s.trigger);
 
-    wire::ByteBuf r;
-    auto m = wire::begin_message(r, F::Record::import);
-    wire::put_uint(r, F::Import::index, s.index);
-    wire::put_uint(r, F::Import::parent, s.parent);
-    wire::put_uint(r, F::Import::thread, s.thread);
-    wire::put_uint(r, F::Import::begin_ns, s.begin_ns);
-    wire::put_uint(r, F::Import::duration_ns, s.duration_ns);
-    wire::put_uint(r, F::Import::name, name);
-    wire::put_bool(r, F::Import::ok, s.ok);
-    wire::put_uint(r, F::Import::error_type, et);
-    wire::put_uint(r, F::Import::error_message, em);
-    if (s.object) put_object(r, F::Import::object, *s.object);
-    wire::put_uint(r, F::Import::spec_name, sn);
-    wire::put_uint(r, F::Import::origin, origin);
-    wire::put_uint(r, F::Import::loader, loader);
-    if (!locs.empty()) {
-      if (s.packed_search_locations) {
-        wire::ByteBuf packed;
-        for (uint32_t id : locs) wire::put_varint(packed, id);
-        wire::put_bytes(r, F::Import::search_locations, packed.p, packed.n);
-      } else {
-        for (uint32_t id : locs) {
-          wire::put_tag(r, F::Import::search_locations, wire::VARINT);
-          wire::put_varint(r, id);
+    add_record(F::Record::import, [&](wire::ByteBuf& r) {
+      wire::put_uint(r, F::Import::index, s.index);
+      wire::put_uint(r, F::Import::parent, s.parent);
+      wire::put_uint(r, F::Import::thread, s.thread);
+      wire::put_uint(r, F::Import::begin_ns, s.begin_ns);
+      wire::put_uint(r, F::Import::duration_ns, s.duration_ns);
+      wire::put_uint(r, F::Import::name, name);
+      wire::put_bool(r, F::Import::ok, s.ok);
+      wire::put_uint(r, F::Import::error_type, et);
+      wire::put_uint(r, F::Import::error_message, em);
+      if (s.object) put_object(r, F::Import::object, *s.object);
+      wire::put_uint(r, F::Import::spec_name, sn);
+      wire::put_uint(r, F::Import::origin, origin);
+      wire::put_uint(r, F::Import::loader, loader);
+      if (!locs.empty()) {
+        if (s.packed_search_locations) {
+          wire::ByteBuf packed;
+          for (uint32_t id : locs) wire::put_varint(packed, id);
+          wire::put_bytes(r, F::Import::search_locations, packed.p, packed.n);
+        } else {
+          for (uint32_t id : locs) {
+            wire::put_tag(r, F::Import::search_locations, wire::VARINT);
+            wire::put_varint(r, id);
+          }
         }
       }
-    }
-    wire::put_uint(r, F::Import::file, file);
-    if (s.importer) put_location(r, F::Import::importer, *s.importer);
-    if (s.trigger) put_location(r, F::Import::trigger, *s.trigger);
-    wire::put_uint(r, F::Import::test, test);
-    wire::end_message(r, m);
-    append_record(r);
+      wire::put_uint(r, F::Import::file, file);
+      if (s.importer) put_location(r, F::Import::importer, *s.importer);
+      if (s.trigger) put_location(r, F::Import::trigger, *s.trigger);
+      wire::put_uint(r, F::Import::test, test);
+    });
   }
 
   void add_modules_change(const ChangeSpec& s) {
@@ -253,21 +247,19 @@ class TraceBuilder {
     if (s.old_object) intern(*s.old_object);
     if (s.new_object) intern(*s.new_object);
     for (const auto& l : s.stack) intern(l);
-    wire::ByteBuf r;
-    auto m = wire::begin_message(r, F::Record::modules_change);
-    wire::put_uint(r, F::ModulesChange::key, key);
-    wire::put_uint(r, F::ModulesChange::op, s.op);
-    if (s.old_object) put_object(r, F::ModulesChange::old_, *s.old_object);
-    if (s.new_object) put_object(r, F::ModulesChange::new_, *s.new_object);
-    for (const auto& l : s.stack) put_location(r, F::ModulesChange::stack, l);
-    wire::put_uint(r, F::ModulesChange::time_ns, s.time_ns);
-    wire::put_uint(r, F::ModulesChange::thread, s.thread);
-    wire::put_uint(r, F::ModulesChange::test, test);
-    wire::put_uint(r, F::ModulesChange::precision, s.precision);
-    wire::put_uint(r, F::ModulesChange::during_import, s.during_import);
-    wire::put_bool(r, F::ModulesChange::by_import_system, s.by_import_system);
-    wire::end_message(r, m);
-    append_record(r);
+    add_record(F::Record::modules_change, [&](wire::ByteBuf& r) {
+      wire::put_uint(r, F::ModulesChange::key, key);
+      wire::put_uint(r, F::ModulesChange::op, s.op);
+      if (s.old_object) put_object(r, F::ModulesChange::old_, *s.old_object);
+      if (s.new_object) put_object(r, F::ModulesChange::new_, *s.new_object);
+      for (const auto& l : s.stack) put_location(r, F::ModulesChange::stack, l);
+      wire::put_uint(r, F::ModulesChange::time_ns, s.time_ns);
+      wire::put_uint(r, F::ModulesChange::thread, s.thread);
+      wire::put_uint(r, F::ModulesChange::test, test);
+      wire::put_uint(r, F::ModulesChange::precision, s.precision);
+      wire::put_uint(r, F::ModulesChange::during_import, s.during_import);
+      wire::put_bool(r, F::ModulesChange::by_import_system, s.by_import_system);
+    });
   }
 
   void add_binding(const BindingSpec& s) {
@@ -275,19 +267,17 @@ class TraceBuilder {
              test = add_string(s.test);
     for (const auto* o : {&s.bound_on, &s.child, &s.attribute_value})
       if (*o) intern(**o);
-    wire::ByteBuf r;
-    auto m = wire::begin_message(r, F::Record::binding);
-    wire::put_uint(r, F::Binding::import_index, s.import_index);
-    wire::put_uint(r, F::Binding::parent, parent);
-    wire::put_uint(r, F::Binding::attribute, attr);
-    if (s.bound_on) put_object(r, F::Binding::bound_on, *s.bound_on);
-    if (s.child) put_object(r, F::Binding::child, *s.child);
-    wire::put_uint(r, F::Binding::status, s.status);
-    wire::put_uint(r, F::Binding::time_ns, s.time_ns);
-    wire::put_uint(r, F::Binding::test, test);
-    if (s.attribute_value) put_object(r, F::Binding::attribute_value, *s.attribute_value);
-    wire::end_message(r, m);
-    append_record(r);
+    add_record(F::Record::binding, [&](wire::ByteBuf& r) {
+      wire::put_uint(r, F::Binding::import_index, s.import_index);
+      wire::put_uint(r, F::Binding::parent, parent);
+      wire::put_uint(r, F::Binding::attribute, attr);
+      if (s.bound_on) put_object(r, F::Binding::bound_on, *s.bound_on);
+      if (s.child) put_object(r, F::Binding::child, *s.child);
+      wire::put_uint(r, F::Binding::status, s.status);
+      wire::put_uint(r, F::Binding::time_ns, s.time_ns);
+      wire::put_uint(r, F::Binding::test, test);
+      if (s.attribute_value) put_object(r, F::Binding::attribute_value, *s.attribute_value);
+    });
   }
 
   void add_proxy_access(const AccessSpec& s) {
@@ -296,49 +286,43 @@ class TraceBuilder {
     for (const auto* o : {&s.proxy, &s.result, &s.forwarded_to})
       if (*o) intern(**o);
     for (const auto& l : s.stack) intern(l);
-    wire::ByteBuf r;
-    auto m = wire::begin_message(r, F::Record::proxy_access);
-    if (s.proxy) put_object(r, F::ProxyAccess::proxy, *s.proxy);
-    wire::put_uint(r, F::ProxyAccess::attribute, attr);
-    wire::put_uint(r, F::ProxyAccess::kind, s.kind);
-    wire::put_bool(r, F::ProxyAccess::ok, s.ok);
-    if (s.result) put_object(r, F::ProxyAccess::result, *s.result);
-    wire::put_uint(r, F::ProxyAccess::error_type, et);
-    wire::put_uint(r, F::ProxyAccess::error_message, em);
-    if (s.forwarded_to) put_object(r, F::ProxyAccess::forwarded_to, *s.forwarded_to);
-    for (const auto& l : s.stack) put_location(r, F::ProxyAccess::stack, l);
-    wire::put_uint(r, F::ProxyAccess::time_ns, s.time_ns);
-    wire::put_uint(r, F::ProxyAccess::thread, s.thread);
-    wire::put_uint(r, F::ProxyAccess::test, test);
-    wire::put_uint(r, F::ProxyAccess::during_import, s.during_import);
-    wire::put_bool(r, F::ProxyAccess::from_import_system, s.from_import_system);
-    wire::put_uint(r, F::ProxyAccess::serial, s.serial);
-    wire::end_message(r, m);
-    append_record(r);
+    add_record(F::Record::proxy_access, [&](wire::ByteBuf& r) {
+      if (s.proxy) put_object(r, F::ProxyAccess::proxy, *s.proxy);
+      wire::put_uint(r, F::ProxyAccess::attribute, attr);
+      wire::put_uint(r, F::ProxyAccess::kind, s.kind);
+      wire::put_bool(r, F::ProxyAccess::ok, s.ok);
+      if (s.result) put_object(r, F::ProxyAccess::result, *s.result);
+      wire::put_uint(r, F::ProxyAccess::error_type, et);
+      wire::put_uint(r, F::ProxyAccess::error_message, em);
+      if (s.forwarded_to) put_object(r, F::ProxyAccess::forwarded_to, *s.forwarded_to);
+      for (const auto& l : s.stack) put_location(r, F::ProxyAccess::stack, l);
+      wire::put_uint(r, F::ProxyAccess::time_ns, s.time_ns);
+      wire::put_uint(r, F::ProxyAccess::thread, s.thread);
+      wire::put_uint(r, F::ProxyAccess::test, test);
+      wire::put_uint(r, F::ProxyAccess::during_import, s.during_import);
+      wire::put_bool(r, F::ProxyAccess::from_import_system, s.from_import_system);
+      wire::put_uint(r, F::ProxyAccess::serial, s.serial);
+    });
   }
 
   // `count` repeats of the access whose serial is `access`.
   void add_proxy_access_summary(uint64_t access, uint64_t count, uint64_t time_ns = 0) {
-    wire::ByteBuf r;
-    auto m = wire::begin_message(r, F::Record::proxy_access_summary);
-    wire::put_uint(r, F::ProxyAccessSummary::access, access);
-    wire::put_uint(r, F::ProxyAccessSummary::count, count);
-    wire::put_uint(r, F::ProxyAccessSummary::time_ns, time_ns);
-    wire::end_message(r, m);
-    append_record(r);
+    add_record(F::Record::proxy_access_summary, [&](wire::ByteBuf& r) {
+      wire::put_uint(r, F::ProxyAccessSummary::access, access);
+      wire::put_uint(r, F::ProxyAccessSummary::count, count);
+      wire::put_uint(r, F::ProxyAccessSummary::time_ns, time_ns);
+    });
   }
 
   void add_sys_path(const std::vector<std::string>& entries, uint64_t time_ns = 0) {
     std::vector<uint32_t> ids;
     for (const auto& e : entries) ids.push_back(intern_allow_empty(e));
-    wire::ByteBuf r;
-    auto m = wire::begin_message(r, F::Record::sys_path);
-    wire::ByteBuf packed;
-    for (uint32_t id : ids) wire::put_varint(packed, id);
-    if (packed.n) wire::put_bytes(r, F::SysPath::entries, packed.p, packed.n);
-    wire::put_uint(r, F::SysPath::time_ns, time_ns);
-    wire::end_message(r, m);
-    append_record(r);
+    add_record(F::Record::sys_path, [&](wire::ByteBuf& r) {
+      wire::ByteBuf packed;
+      for (uint32_t id : ids) wire::put_varint(packed, id);
+      if (packed.n) wire::put_bytes(r, F::SysPath::entries, packed.p, packed.n);
+      wire::put_uint(r, F::SysPath::time_ns, time_ns);
+    });
   }
 
   // A class description; an empty Loc (no file) leaves that method out, as the tracer does
@@ -349,56 +333,46 @@ class TraceBuilder {
     uint32_t t = add_string(type), d = add_string(defined_in);
     if (!getattr_at.file.empty()) intern(getattr_at);
     if (!getattribute_at.file.empty()) intern(getattribute_at);
-    wire::ByteBuf r;
-    auto m = wire::begin_message(r, F::Record::proxy_class);
-    wire::put_uint(r, F::ProxyClass::type, t);
-    if (!getattr_at.file.empty()) put_location(r, F::ProxyClass::getattr_at, getattr_at);
-    if (!getattribute_at.file.empty()) put_location(r, F::ProxyClass::getattribute_at, getattribute_at);
-    wire::put_bool(r, F::ProxyClass::module_subclass, module_subclass);
-    wire::put_uint(r, F::ProxyClass::defined_in, d);
-    wire::end_message(r, m);
-    append_record(r);
+    add_record(F::Record::proxy_class, [&](wire::ByteBuf& r) {
+      wire::put_uint(r, F::ProxyClass::type, t);
+      if (!getattr_at.file.empty()) put_location(r, F::ProxyClass::getattr_at, getattr_at);
+      if (!getattribute_at.file.empty()) put_location(r, F::ProxyClass::getattribute_at, getattribute_at);
+      wire::put_bool(r, F::ProxyClass::module_subclass, module_subclass);
+      wire::put_uint(r, F::ProxyClass::defined_in, d);
+    });
   }
 
   void add_note(const std::string& text, uint64_t time_ns = 0) {
-    wire::ByteBuf r;
-    auto m = wire::begin_message(r, F::Record::note);
-    wire::put_string(r, F::Note::text, text.c_str());
-    wire::put_uint(r, F::Note::time_ns, time_ns);
-    wire::end_message(r, m);
-    append_record(r);
+    add_record(F::Record::note, [&](wire::ByteBuf& r) {
+      wire::put_string(r, F::Note::text, text.c_str());
+      wire::put_uint(r, F::Note::time_ns, time_ns);
+    });
   }
 
   // How the process ended (ProcessEnd); a trace without one was cut short.
   void add_process_end(uint32_t how, int64_t status = 0, int signal = 0, uint64_t time_ns = 0) {
-    wire::ByteBuf r;
-    auto m = wire::begin_message(r, F::Record::process_end);
-    wire::put_uint(r, F::ProcessEnd::how, how);
-    wire::put_sint64_as_int64(r, F::ProcessEnd::status, status);
-    wire::put_uint(r, F::ProcessEnd::signal, static_cast<uint64_t>(signal));
-    wire::put_uint(r, F::ProcessEnd::time_ns, time_ns);
-    wire::end_message(r, m);
-    append_record(r);
+    add_record(F::Record::process_end, [&](wire::ByteBuf& r) {
+      wire::put_uint(r, F::ProcessEnd::how, how);
+      wire::put_sint64_as_int64(r, F::ProcessEnd::status, status);
+      wire::put_uint(r, F::ProcessEnd::signal, static_cast<uint64_t>(signal));
+      wire::put_uint(r, F::ProcessEnd::time_ns, time_ns);
+    });
   }
 
   // A lifetime of the interpreter (Py_Initialize* ... Py_FinalizeEx) began or ended.
   void add_lifetime_begin(uint32_t lifetime, uint64_t time_ns, uint32_t unseen = 0) {
-    wire::ByteBuf r;
-    auto m = wire::begin_message(r, F::Record::lifetime_begin);
-    wire::put_uint(r, F::LifetimeBegin::lifetime, lifetime);
-    wire::put_uint(r, F::LifetimeBegin::time_ns, time_ns);
-    wire::put_uint(r, F::LifetimeBegin::unseen, unseen);
-    wire::end_message(r, m);
-    append_record(r);
+    add_record(F::Record::lifetime_begin, [&](wire::ByteBuf& r) {
+      wire::put_uint(r, F::LifetimeBegin::lifetime, lifetime);
+      wire::put_uint(r, F::LifetimeBegin::time_ns, time_ns);
+      wire::put_uint(r, F::LifetimeBegin::unseen, unseen);
+    });
   }
   void add_lifetime_end(uint32_t lifetime, uint64_t time_ns, bool next_unseen = false) {
-    wire::ByteBuf r;
-    auto m = wire::begin_message(r, F::Record::lifetime_end);
-    wire::put_uint(r, F::LifetimeEnd::lifetime, lifetime);
-    wire::put_uint(r, F::LifetimeEnd::time_ns, time_ns);
-    wire::put_bool(r, F::LifetimeEnd::next_unseen, next_unseen);
-    wire::end_message(r, m);
-    append_record(r);
+    add_record(F::Record::lifetime_end, [&](wire::ByteBuf& r) {
+      wire::put_uint(r, F::LifetimeEnd::lifetime, lifetime);
+      wire::put_uint(r, F::LifetimeEnd::time_ns, time_ns);
+      wire::put_bool(r, F::LifetimeEnd::next_unseen, next_unseen);
+    });
   }
 
   // Appends raw bytes as one Trace.record entry (for unknown-field and corruption tests).
@@ -414,6 +388,16 @@ class TraceBuilder {
   }
 
  private:
+  // One Record of kind `field` (a Record oneof field) whose body `fill` writes into its
+  // buffer, appended to the trace; strings it interns are defined before it.
+  template <class Fill>
+  void add_record(uint32_t field, Fill fill) {
+    wire::ByteBuf r;
+    auto m = wire::begin_message(r, field);
+    fill(r);
+    wire::end_message(r, m);
+    append_record(r);
+  }
   void append_record(const wire::ByteBuf& record) {
     wire::put_bytes(out_, F::Trace::record, record.p, record.n);
     ends_.push_back(out_.n);
@@ -423,11 +407,9 @@ class TraceBuilder {
     if (!s.empty()) return add_string(s);
     if (!empty_id_) {
       empty_id_ = next_id_++;
-      wire::ByteBuf r;
-      auto m = wire::begin_message(r, F::Record::string_def);
-      wire::put_uint(r, F::StringDef::id, empty_id_);
-      wire::end_message(r, m);
-      append_record(r);
+      add_record(F::Record::string_def, [&](wire::ByteBuf& r) {
+        wire::put_uint(r, F::StringDef::id, empty_id_);
+      });
     }
     return empty_id_;
   }

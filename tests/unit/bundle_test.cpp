@@ -281,31 +281,37 @@ TEST(Bundle, JunitMembersGoWithTheirRun) {
 
 // ---- redaction ------------------------------------------------------------------------
 
+// Each text as `r` redacts it.
+void expect_redacted(redact::Redactor& r, std::initializer_list<std::pair<const char*, const char*>> cases) {
+  for (const auto& [text, redacted] : cases) EXPECT_EQ(r.apply(text), redacted) << text;
+}
+
 TEST(Redact, PathsAndNamesGetStablePlaceholders) {
   redact::Redactor r;
   r.learn("/home/alice/venv/bin/python");
   r.add_host("buildbox7.example.com");
-  EXPECT_EQ(r.apply("/home/alice/venv/lib/python3.11/site-packages/torch/__init__.py"),
-            "<site-packages>/torch/__init__.py");
-  EXPECT_EQ(r.apply("/usr/lib/python3/dist-packages/yaml/__init__.py"), "<site-packages>/yaml/__init__.py");
-  EXPECT_EQ(r.apply("/usr/lib/python3.11/json/__init__.py"), "<python>/json/__init__.py");
-  EXPECT_EQ(r.apply("/root/.pyenv/versions/3.12.1/lib/python3.12/os.py"), "<python>/os.py");
-  EXPECT_EQ(r.apply("/home/alice/proj/tests/a.py"), "~/proj/tests/a.py");
-  EXPECT_EQ(r.apply("/tmp/x/home/alice/proj"), "~/proj");
-  EXPECT_EQ(r.apply("/Users/alice"), "~");
-  EXPECT_EQ(r.apply("/root/.pyenv/versions/3.12.1/bin/python"), "~/.pyenv/versions/3.12.1/bin/python");
-  EXPECT_EQ(r.apply("/usr/bin/python3"), "/usr/bin/python3");
-  // User and host names outside home paths, as whole words only.
-  EXPECT_EQ(r.apply("/usr/share/pytest-of-alice/x.py"), "/usr/share/pytest-of-<user>/x.py");
-  EXPECT_EQ(r.apply("malice and alice@buildbox7"), "malice and <user>@<host>");
-  EXPECT_EQ(r.apply("buildbox7.example.com"), "<host>");
-  // Paths inside text, JSON and markup; the same value the same way every time.
-  EXPECT_EQ(r.apply("error in /home/alice/a.py:12 (\"/home/alice/b.py\")"), "error in ~/a.py:12 (\"~/b.py\")");
-  EXPECT_EQ(r.apply("PYTHONPATH=/home/alice/x:/usr/lib/python3.11"), "PYTHONPATH=~/x:<python>");
-  EXPECT_EQ(r.apply("<td>/home/alice/a.py</td>"), "<td>~/a.py</td>");
-  EXPECT_EQ(r.apply("\x1b[1;31m/home/alice/a.py\x1b[0m"), "\x1b[1;31m~/a.py\x1b[0m");
-  EXPECT_EQ(r.apply("torch_npu/dynamo/__init__.py"), "torch_npu/dynamo/__init__.py");
-  EXPECT_EQ(r.apply("<frozen importlib._bootstrap>"), "<frozen importlib._bootstrap>");
+  expect_redacted(r, {
+      {"/home/alice/venv/lib/python3.11/site-packages/torch/__init__.py", "<site-packages>/torch/__init__.py"},
+      {"/usr/lib/python3/dist-packages/yaml/__init__.py", "<site-packages>/yaml/__init__.py"},
+      {"/usr/lib/python3.11/json/__init__.py", "<python>/json/__init__.py"},
+      {"/root/.pyenv/versions/3.12.1/lib/python3.12/os.py", "<python>/os.py"},
+      {"/home/alice/proj/tests/a.py", "~/proj/tests/a.py"},
+      {"/tmp/x/home/alice/proj", "~/proj"},
+      {"/Users/alice", "~"},
+      {"/root/.pyenv/versions/3.12.1/bin/python", "~/.pyenv/versions/3.12.1/bin/python"},
+      {"/usr/bin/python3", "/usr/bin/python3"},
+      // User and host names outside home paths, as whole words only.
+      {"/usr/share/pytest-of-alice/x.py", "/usr/share/pytest-of-<user>/x.py"},
+      {"malice and alice@buildbox7", "malice and <user>@<host>"},
+      {"buildbox7.example.com", "<host>"},
+      // Paths inside text, JSON and markup; the same value the same way every time.
+      {"error in /home/alice/a.py:12 (\"/home/alice/b.py\")", "error in ~/a.py:12 (\"~/b.py\")"},
+      {"PYTHONPATH=/home/alice/x:/usr/lib/python3.11", "PYTHONPATH=~/x:<python>"},
+      {"<td>/home/alice/a.py</td>", "<td>~/a.py</td>"},
+      {"\x1b[1;31m/home/alice/a.py\x1b[0m", "\x1b[1;31m~/a.py\x1b[0m"},
+      {"torch_npu/dynamo/__init__.py", "torch_npu/dynamo/__init__.py"},
+      {"<frozen importlib._bootstrap>", "<frozen importlib._bootstrap>"}
+  });
   std::string once = r.apply("/home/alice/venv/lib/python3.11/site-packages/a.py /home/alice/b");
   EXPECT_EQ(r.apply(once), once);  // idempotent
   redact::Redactor html(true);
@@ -338,11 +344,13 @@ TEST(Redact, PathsOutsideHomesHideTheirDirectories) {
   EXPECT_EQ(r.apply("/tmp/job-1234/y.py"), job.substr(0, job.size() - 4) + "y.py");
   EXPECT_NE(r.apply("/tmp/job-5678/x.py"), job);
   // The system's trees, short paths, URLs and text that only looks like a path are kept.
-  EXPECT_EQ(r.apply("/usr/lib/x86_64-linux-gnu/libz.so.1"), "/usr/lib/x86_64-linux-gnu/libz.so.1");
-  EXPECT_EQ(r.apply("/proc/self/exe"), "/proc/self/exe");
-  EXPECT_EQ(r.apply("/tmp"), "/tmp");
-  EXPECT_EQ(r.apply("see https://github.com/x/y"), "see https://github.com/x/y");
-  EXPECT_EQ(r.apply("bad 3/3, good 0/3"), "bad 3/3, good 0/3");
+  expect_redacted(r, {
+      {"/usr/lib/x86_64-linux-gnu/libz.so.1", "/usr/lib/x86_64-linux-gnu/libz.so.1"},
+      {"/proc/self/exe", "/proc/self/exe"},
+      {"/tmp", "/tmp"},
+      {"see https://github.com/x/y", "see https://github.com/x/y"},
+      {"bad 3/3, good 0/3", "bad 3/3, good 0/3"}
+  });
   std::string once = r.apply("/tmp/job-1234/x.py and /opt/vendor/lib/a.py");
   EXPECT_EQ(r.apply(once), once);  // idempotent
 }

@@ -8,6 +8,7 @@
 #include "json_check.h"
 #include "scenario.h"
 #include "trace_reader.h"
+#include "trace_reading.h"
 
 using namespace imptrace;
 using namespace imptrace::testing;
@@ -17,8 +18,7 @@ std::vector<model::Process> scenario_processes() {
   TraceBuilder b;
   build_npugraph_scenario(b);
   model::Process p;
-  std::string why;
-  EXPECT_TRUE(reader::parse_trace(b.data(), b.size(), p, why)) << why;
+  EXPECT_TRUE(parsed(b, p));
   p.source_file = "scenario.pb";
   std::vector<model::Process> procs;
   procs.push_back(std::move(p));
@@ -176,8 +176,7 @@ TEST(Why, DeletionAndSelfReplacement) {
   del.time_ns = 50;
   b.add_modules_change(del);
   model::Process p;
-  std::string why;
-  ASSERT_TRUE(reader::parse_trace(b.data(), b.size(), p, why)) << why;
+  ASSERT_TRUE(parsed(b, p));
   WhyReport r = build_why({p}, "m");
   ASSERT_EQ(r.entries.size(), 2u);
   EXPECT_EQ(r.entries[0].replaced_by.id, 0x2u);
@@ -205,8 +204,7 @@ TEST(Why, ImportByPackageGetattrNamesTheTrigger) {
   inner.trigger = Loc{"/work/story.py", 1, "<module>"};
   b.add_import(inner);
   model::Process p;
-  std::string why;
-  ASSERT_TRUE(reader::parse_trace(b.data(), b.size(), p, why)) << why;
+  ASSERT_TRUE(parsed(b, p));
   ASSERT_EQ(p.imports.size(), 2u);
   EXPECT_TRUE(p.imports[0].trigger.empty());
   EXPECT_EQ(p.imports[1].trigger.file, "/work/story.py");
@@ -253,8 +251,7 @@ TEST(Why, RemovalSeenAtBoundarySaysSo) {
   del.time_ns = 50;
   b.add_modules_change(del);
   model::Process p;
-  std::string why;
-  ASSERT_TRUE(reader::parse_trace(b.data(), b.size(), p, why)) << why;
+  ASSERT_TRUE(parsed(b, p));
   WhyReport r = build_why({p}, "json");
   ASSERT_EQ(r.entries.size(), 1u);
   std::ostringstream wj;
@@ -285,8 +282,7 @@ TEST(Show, ReplacementSeenAtBoundarySaysSo) {
   exact.precision = F::ModulesChange::EXACT;
   b.add_modules_change(exact);
   model::Process p;
-  std::string why;
-  ASSERT_TRUE(reader::parse_trace(b.data(), b.size(), p, why)) << why;
+  ASSERT_TRUE(parsed(b, p));
   std::vector<Anomaly> a = find_anomalies(p);
   ASSERT_EQ(a.size(), 2u);
   EXPECT_NE(a[0].text.find("-> module 'json' (obj:2), seen at the next import"), std::string::npos) << a[0].text;

@@ -13,6 +13,7 @@ namespace {
 
 using diff::Finding;
 using diff::Severity;
+using testing::dump;
 using testing::npugraph_run;
 using testing::RunBuilder;
 using testing::Variation;
@@ -27,12 +28,6 @@ Variation other_machine() {
   v.scale = 1;
   v.threads_swapped = true;
   return v;
-}
-
-std::string dump(const diff::Result& r) {
-  std::ostringstream s;
-  diff::write_text(r, s, false);
-  return s.str();
 }
 
 const Finding* find_kind(const std::vector<Finding>& fs, const std::string& kind) {

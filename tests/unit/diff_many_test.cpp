@@ -16,6 +16,7 @@ namespace {
 
 using diff::Finding;
 using diff::Severity;
+using testing::dump;
 using testing::npugraph_fill;
 using testing::npugraph_run;
 using testing::RunBuilder;
@@ -50,18 +51,12 @@ struct Runs {
   }
 };
 
-std::string text(const diff::Result& r) {
-  std::ostringstream s;
-  diff::write_text(r, s, false);
-  return s.str();
-}
-
 TEST(DiffMany, StoryInEveryFailingRunAndNoPassingRunComesFirst) {
   Runs runs;
   for (int i = 0; i < 3; ++i) runs.add(false, npugraph_run(false, machine(i)));
   for (int i = 3; i < 6; ++i) runs.add(true, npugraph_run(true, machine(i)));
   diff::Result r = runs.diff();
-  ASSERT_FALSE(r.findings.empty()) << text(r);
+  ASSERT_FALSE(r.findings.empty()) << dump(r);
   const Finding& top = r.findings[0];
   EXPECT_EQ(top.kind, "sys_modules_replaced");
   EXPECT_EQ(top.module, "npugraph_ex");
@@ -72,7 +67,7 @@ TEST(DiffMany, StoryInEveryFailingRunAndNoPassingRunComesFirst) {
   EXPECT_EQ(diff::support_text(top.support), "bad 3/3, good 0/3");
   bool failed_lookup = false;
   for (const auto& rel : top.related) failed_lookup |= rel.kind == "proxy_forward_failed";
-  EXPECT_TRUE(failed_lookup) << text(r);
+  EXPECT_TRUE(failed_lookup) << dump(r);
   EXPECT_EQ(r.exit_status(), 1);
   EXPECT_FALSE(top.evidence.empty());
   EXPECT_NE(top.evidence[0].find("in 3/3 failing runs sys.modules['npugraph_ex'] was replaced"), std::string::npos)
@@ -98,8 +93,8 @@ TEST(DiffMany, PartialFindingRanksBelowAndSaysSo) {
     if (r.findings[i].module == "npugraph_ex") story = i;
     if (r.findings[i].module == "flaky_plugin") partial = i;
   }
-  ASSERT_LT(story, r.findings.size()) << text(r);
-  ASSERT_LT(partial, r.findings.size()) << text(r);
+  ASSERT_LT(story, r.findings.size()) << dump(r);
+  ASSERT_LT(partial, r.findings.size()) << dump(r);
   EXPECT_LT(story, partial);
   const Finding& f = r.findings[partial];
   EXPECT_EQ(f.kind, "import_failed");
@@ -127,8 +122,8 @@ TEST(DiffMany, SameBuildOnBothSidesIsClean) {
   for (int i = 0; i < 3; ++i) runs.add(false, npugraph_run(false, machine(i)));
   for (int i = 3; i < 6; ++i) runs.add(true, npugraph_run(false, machine(i)));
   diff::Result r = runs.diff();
-  EXPECT_EQ(r.exit_status(), 0) << text(r);
-  EXPECT_TRUE(r.findings.empty()) << text(r);
+  EXPECT_EQ(r.exit_status(), 0) << dump(r);
+  EXPECT_TRUE(r.findings.empty()) << dump(r);
 }
 
 TEST(DiffMany, SeenAsOftenInPassingRunsIsNoise) {
@@ -139,7 +134,7 @@ TEST(DiffMany, SeenAsOftenInPassingRunsIsNoise) {
   runs.add(true, npugraph_run(false, machine(2)));
   runs.add(true, npugraph_run(true, machine(3)));
   diff::Result r = runs.diff();
-  EXPECT_EQ(r.exit_status(), 0) << text(r);
+  EXPECT_EQ(r.exit_status(), 0) << dump(r);
 }
 
 TEST(DiffMany, OutcomeFromTheExitStatusAndASideThatContradictsIt) {

@@ -10,6 +10,7 @@
 #include "import_time.h"
 #include "trace_builder.h"
 #include "trace_reader.h"
+#include "trace_reading.h"
 
 using namespace imptrace;
 using namespace imptrace::testing;
@@ -72,8 +73,7 @@ model::Process timing_process(int64_t pid = 4242, bool with_failures = true) {
   }
   for (const auto& s : specs) b.add_import(s);
   model::Process p;
-  std::string why;
-  EXPECT_TRUE(reader::parse_trace(b.data(), b.size(), p, why)) << why;
+  EXPECT_TRUE(parsed(b, p));
   p.source_file = "timing-" + std::to_string(pid) + ".pb";
   return p;
 }

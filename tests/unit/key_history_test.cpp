@@ -4,6 +4,7 @@
 #include "key_history.h"
 #include "trace_builder.h"
 #include "trace_reader.h"
+#include "trace_reading.h"
 
 using namespace imptrace::model;
 namespace fields = imptrace::fields;
@@ -126,8 +127,7 @@ namespace T = imptrace::testing;
 
 Process read_back(T::TraceBuilder& b) {
   Process p;
-  std::string why;
-  EXPECT_TRUE(imptrace::reader::parse_trace(b.data(), b.size(), p, why)) << why;
+  EXPECT_TRUE(T::parsed(b, p));
   return p;
 }
 
@@ -137,6 +137,25 @@ T::ImportSpec traced_import(uint64_t index, const char* name, uint64_t begin, ui
   s.object = object;
   s.importer = T::Loc{importer_file, line, "<module>"};
   return s;
+}
+
+// An import of `name` binding `object`, made at importer_file:line.
+struct Made {
+  const char* name;
+  T::Obj object;
+  const char* importer_file;
+  uint32_t line;
+};
+
+// Three nested imports as the tracer writes them (when each ends: innermost first): `outer`
+// from 100 to 1100 ns, in its body `middle` from 200 to 700, in whose body `inner` from 300
+// to 310; read back.
+Process nested_imports(const Made& outer, const Made& middle, const Made& inner) {
+  T::TraceBuilder b;
+  b.add_import(traced_import(2, inner.name, 300, 10, 2, inner.object, inner.importer_file, inner.line));
+  b.add_import(traced_import(1, middle.name, 200, 500, 1, middle.object, middle.importer_file, middle.line));
+  b.add_import(traced_import(0, outer.name, 100, 1000, 0, outer.object, outer.importer_file, outer.line));
+  return read_back(b);
 }
 
 T::ChangeSpec reload_store(const char* key, const T::Obj& o, uint64_t t, uint32_t op = fields::ModulesChange::SET) {
@@ -158,14 +177,10 @@ T::ChangeSpec reload_store(const char* key, const T::Obj& o, uint64_t t, uint32_
 TEST(KeyHistory, ReentryWhileInitialisingIsALookupAndTheOuterImportIsTheImporter) {
   // story.py:1 imports a.b; a.b's body imports a.b.c, whose body imports a.b again (a
   // package __getattr__ calling import_module): that inner import finds a.b initialising.
-  T::TraceBuilder b;
   T::Obj ab = T::Obj::module(0x10, "a.b", "/site/a/b/__init__.py");
   T::Obj abc = T::Obj::module(0x20, "a.b.c", "/site/a/b/c.py");
-  // Written when they end: innermost first.
-  b.add_import(traced_import(2, "a.b", 300, 10, 2, ab, "/site/a/b/c.py", 32));
-  b.add_import(traced_import(1, "a.b.c", 200, 500, 1, abc, "/site/a/b/__init__.py", 4));
-  b.add_import(traced_import(0, "a.b", 100, 1000, 0, ab, "/work/story.py", 1));
-  Process p = read_back(b);
+  Process p = nested_imports({"a.b", ab, "/work/story.py", 1}, {"a.b.c", abc, "/site/a/b/__init__.py", 4},
+                             {"a.b", ab, "/site/a/b/c.py", 32});
   ModulesHistory h(p);
   const KeyHistory* k = h.find("a.b");
   ASSERT_NE(k, nullptr);
@@ -182,13 +197,10 @@ TEST(KeyHistory, AnImportUnderTheFirstImportOfItsPackageCreatedTheModule) {
   // story.py imports t.cudnn; the import system first imports t, whose body imports
   // t.cudnn: that inner import created the module (the outer one had not yet), so it is
   // the importer and no re-entry (torch.backends.cudnn in Debian's torch).
-  T::TraceBuilder b;
   T::Obj cudnn = T::Obj::module(0x10, "t.cudnn", "/site/t/cudnn.py");
   T::Obj t = T::Obj::module(0x20, "t", "/site/t/__init__.py");
-  b.add_import(traced_import(2, "t.cudnn", 300, 10, 2, cudnn, "/site/t/jit.py", 6));
-  b.add_import(traced_import(1, "t", 200, 500, 1, t, "/work/story.py", 1));
-  b.add_import(traced_import(0, "t.cudnn", 100, 1000, 0, cudnn, "/work/story.py", 1));
-  Process p = read_back(b);
+  Process p = nested_imports({"t.cudnn", cudnn, "/work/story.py", 1}, {"t", t, "/work/story.py", 1},
+                             {"t.cudnn", cudnn, "/site/t/jit.py", 6});
   ModulesHistory h(p);
   EXPECT_FALSE(h.reentry(2));
   const KeyHistory* k = h.find("t.cudnn");

@@ -18,16 +18,11 @@ using diff::Finding;
 using diff::Severity;
 using testing::AccessSpec;
 using testing::ChangeSpec;
+using testing::dump;
 using testing::Loc;
 using testing::Obj;
 using testing::RunBuilder;
 using testing::Variation;
-
-std::string dump(const diff::Result& r) {
-  std::ostringstream s;
-  diff::write_text(r, s, false);
-  return s.str();
-}
 
 std::vector<const Finding*> all_of_kind(const std::vector<Finding>& fs, const std::string& kind) {
   std::vector<const Finding*> out;

@@ -10,21 +10,14 @@
 #include "records.h"
 #include "trace_reader.h"
 
+// In imptrace::testing: the run builder and dump of diff_runs.h without using-declarations.
 namespace imptrace {
+namespace testing {
 namespace {
 
 using diff::Finding;
 using diff::Severity;
-using testing::npugraph_run;
-using testing::RunBuilder;
-using testing::Variation;
 namespace End = fields::ProcessEnd;
-
-std::string dump(const diff::Result& r) {
-  std::ostringstream s;
-  diff::write_text(r, s, false);
-  return s.str();
-}
 
 // A process importing `names` in order (one per tick), then ending as `end` says
 // (how < 0: no end record).
@@ -186,4 +179,5 @@ TEST(ProcessLayouts, SameLayoutIsNotPooledAndStaysClean) {
 }
 
 }  // namespace
+}  // namespace testing
 }  // namespace imptrace

@@ -9,6 +9,7 @@
 
 #include "scenario.h"
 #include "trace_reader.h"
+#include "trace_reading.h"
 
 using namespace imptrace;
 using namespace imptrace::testing;
@@ -17,29 +18,21 @@ namespace {
 bool parse(const std::vector<uint8_t>& bytes, model::Process& p, std::string& why) {
   return reader::parse_trace(bytes.data(), bytes.size(), p, why);
 }
-std::string temp_dir(const std::string& name) {
-  std::string d = std::string(IMPTRACE_TEST_TMPDIR) + "/" + name;
-  std::string cmd = "rm -rf '" + d + "' && mkdir -p '" + d + "'";
-  EXPECT_EQ(system(cmd.c_str()), 0);
-  return d;
+// A trace with header `h` and no records, parsed.
+bool parses_with(const HeaderSpec& h, std::string& why) {
+  TraceBuilder b(true, h);
+  model::Process p;
+  return parse(b.bytes(), p, why);
 }
 
 // Writes `bytes` as a trace file and reads it back the way the commands do.
-struct Loaded {
-  bool ok = false;
-  std::vector<model::Process> procs;
-  std::string error;
-  std::vector<std::string> warnings;
-};
 Loaded write_and_load(const std::string& path, const std::vector<uint8_t>& bytes) {
   FILE* f = fopen(path.c_str(), "wb");
   if (f) {
     fwrite(bytes.data(), 1, bytes.size(), f);
     fclose(f);
   }
-  Loaded l;
-  l.ok = reader::load_traces({path}, l.procs, l.error, l.warnings);
-  return l;
+  return load({path});
 }
 }  // namespace
 
@@ -179,20 +172,16 @@ TEST(Reader, UnknownFieldsAndRecordKindsAreSkipped) {
 TEST(Reader, RefusesNewerSchemaMajor) {
   HeaderSpec h;
   h.schema_major = fields::kSchemaMajor + 1;
-  TraceBuilder b(true, h);
-  model::Process p;
   std::string why;
-  EXPECT_FALSE(parse(b.bytes(), p, why));
+  EXPECT_FALSE(parses_with(h, why));
   EXPECT_NE(why.find("newer"), std::string::npos) << why;
 }
 
 TEST(Reader, AcceptsNewerMinor) {
   HeaderSpec h;
   h.schema_minor = fields::kSchemaMinor + 5;
-  TraceBuilder b(true, h);
-  model::Process p;
   std::string why;
-  EXPECT_TRUE(parse(b.bytes(), p, why)) << why;
+  EXPECT_TRUE(parses_with(h, why)) << why;
 }
 
 TEST(Reader, RejectsEmptyAndForeignInput) {
@@ -322,7 +311,7 @@ TEST(Reader, UndefinedStringIdsWarn) {
 }
 
 TEST(Reader, FilesAndDirectories) {
-  std::string dir = temp_dir("reader_dir");
+  std::string dir = fresh_dir("reader_dir");
   TraceBuilder a;
   build_npugraph_scenario(a);
   HeaderSpec h2;
@@ -336,29 +325,32 @@ TEST(Reader, FilesAndDirectories) {
   fputs("not a trace", f);
   fclose(f);
 
-  std::vector<model::Process> procs;
-  std::string error;
-  std::vector<std::string> warnings;
-  ASSERT_TRUE(reader::load_traces({dir}, procs, error, warnings)) << error;
-  ASSERT_EQ(procs.size(), 2u);
-  EXPECT_EQ(procs[0].pid, 4242);
-  EXPECT_EQ(procs[1].pid, 4343);
-  EXPECT_EQ(warnings.size(), 1u);  // the empty file, skipped
+  Loaded run = load({dir});
+  ASSERT_TRUE(run.ok) << run.error;
+  ASSERT_EQ(run.procs.size(), 2u);
+  EXPECT_EQ(run.procs[0].pid, 4242);
+  EXPECT_EQ(run.procs[1].pid, 4343);
+  EXPECT_EQ(run.warnings.size(), 1u);  // the empty file, skipped
 
-  procs.clear();
-  EXPECT_FALSE(reader::load_traces({dir + "/notes.txt"}, procs, error, warnings));
-  EXPECT_EQ(error.rfind(dir + "/notes.txt: ", 0), 0u) << error;
-  EXPECT_FALSE(reader::load_traces({dir + "/missing.pb"}, procs, error, warnings));
-  EXPECT_NE(error.find("No such file"), std::string::npos) << error;
-  EXPECT_FALSE(reader::load_traces({dir + "/imptrace.python3.9999.pb"}, procs, error, warnings));
-  EXPECT_NE(error.find("empty file"), std::string::npos) << error;
-  std::string empty_dir = temp_dir("reader_empty_dir");
-  EXPECT_FALSE(reader::load_traces({empty_dir}, procs, error, warnings));
-  EXPECT_NE(error.find("no trace files"), std::string::npos) << error;
+  // Named one by one, a file that is no trace, is missing or is empty is an error, and so
+  // is a directory without trace files.
+  std::string empty_dir = fresh_dir("reader_empty_dir");
+  const std::pair<std::string, std::string> errors[] = {
+      {dir + "/missing.pb", "No such file"},
+      {dir + "/imptrace.python3.9999.pb", "empty file"},
+      {empty_dir, "no trace files"}};
+  Loaded notes = load({dir + "/notes.txt"});
+  EXPECT_FALSE(notes.ok);
+  EXPECT_EQ(notes.error.rfind(dir + "/notes.txt: ", 0), 0u) << notes.error;
+  for (const auto& [path, error] : errors) {
+    Loaded l = load({path});
+    EXPECT_FALSE(l.ok) << path;
+    EXPECT_NE(l.error.find(error), std::string::npos) << l.error;
+  }
 }
 
 TEST(Reader, TruncatedFileOnDiskWarns) {
-  std::string dir = temp_dir("reader_trunc");
+  std::string dir = fresh_dir("reader_trunc");
   TraceBuilder b;
   build_npugraph_scenario(b);
   auto bytes = b.bytes();
@@ -400,7 +392,7 @@ TEST(Reader, ReserveOfAnUnfinishedFileIsSkipped) {
   two.insert(two.end(), second.begin(), second.end());
   auto cut = reserve_field(5000);
   cut.resize(2000);
-  std::string dir = temp_dir("reader_reserve");
+  std::string dir = fresh_dir("reader_reserve");
   int n = 0;
   for (const auto& bytes : {with(big), with(two), with(cut), with(reserve_field(0))}) {
     model::Process p;

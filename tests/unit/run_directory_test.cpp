@@ -9,20 +9,17 @@
 
 #include "trace_builder.h"
 #include "trace_reader.h"
+#include "trace_reading.h"
 
 namespace imptrace {
 namespace {
 
+using testing::fresh_dir;
 using testing::HeaderSpec;
 using testing::ImportSpec;
+using testing::load;
+using testing::Loaded;
 using testing::TraceBuilder;
-
-std::string fresh_dir(const std::string& name) {
-  std::string d = std::string(IMPTRACE_TEST_TMPDIR) + "/" + name;
-  std::string cmd = "rm -rf '" + d + "' && mkdir -p '" + d + "'";
-  EXPECT_EQ(system(cmd.c_str()), 0);
-  return d;
-}
 
 void write_bytes(const std::string& path, const void* p, size_t n) {
   FILE* f = fopen(path.c_str(), "wb");
@@ -50,28 +47,27 @@ TEST(RunDirectory, BadFilesAreSkippedAndLinksCountOnce) {
   ASSERT_EQ(symlink((dir + "/imptrace.python3.5151.pb").c_str(), (dir + "/link.pb").c_str()), 0);
   ASSERT_EQ(link((dir + "/imptrace.python3.5151.pb").c_str(), (dir + "/zz-hard.pb").c_str()), 0);
 
-  std::vector<model::Process> procs;
-  std::string error;
-  std::vector<std::string> warnings;
-  ASSERT_TRUE(reader::load_traces({dir}, procs, error, warnings)) << error;
-  ASSERT_EQ(procs.size(), 1u);
-  EXPECT_EQ(procs[0].pid, 5151);
-  EXPECT_TRUE(mentions(warnings, "notes.pb: ")) << warnings.size();
-  EXPECT_TRUE(mentions(warnings, "header-cut.pb: "));
-  EXPECT_TRUE(mentions(warnings, "skipped"));
-  EXPECT_TRUE(mentions(warnings, "zz-hard.pb: the same file as"));
-  EXPECT_EQ(warnings.size(), 4u);  // two skipped, two counted once
+  Loaded run = load({dir});
+  ASSERT_TRUE(run.ok) << run.error;
+  ASSERT_EQ(run.procs.size(), 1u);
+  EXPECT_EQ(run.procs[0].pid, 5151);
+  EXPECT_TRUE(mentions(run.warnings, "notes.pb: ")) << run.warnings.size();
+  EXPECT_TRUE(mentions(run.warnings, "header-cut.pb: "));
+  EXPECT_TRUE(mentions(run.warnings, "skipped"));
+  EXPECT_TRUE(mentions(run.warnings, "zz-hard.pb: the same file as"));
+  EXPECT_EQ(run.warnings.size(), 4u);  // two skipped, two counted once
 
   // Named on the command line, the same bad file is an error.
-  procs.clear();
-  EXPECT_FALSE(reader::load_traces({dir + "/notes.pb"}, procs, error, warnings));
-  EXPECT_EQ(error.rfind(dir + "/notes.pb: ", 0), 0u) << error;
+  Loaded named = load({dir + "/notes.pb"});
+  EXPECT_FALSE(named.ok);
+  EXPECT_EQ(named.error.rfind(dir + "/notes.pb: ", 0), 0u) << named.error;
 
   // A directory where nothing could be read is an error too.
   std::string bad_only = fresh_dir("run_dir_bad_only");
   write_bytes(bad_only + "/notes.pb", junk, sizeof junk - 1);
-  EXPECT_FALSE(reader::load_traces({bad_only}, procs, error, warnings));
-  EXPECT_NE(error.find("no readable trace"), std::string::npos) << error;
+  Loaded bad = load({bad_only});
+  EXPECT_FALSE(bad.ok);
+  EXPECT_NE(bad.error.find("no readable trace"), std::string::npos) << bad.error;
 }
 
 }  // namespace
