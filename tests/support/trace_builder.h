@@ -102,6 +102,14 @@ struct ImportSpec {
     s.parent = parent;
     return s;
   }
+  // An import that bound `object`, made at `importer` (its first frame outside importlib).
+  static ImportSpec bound(uint64_t index, const std::string& name, uint64_t begin_ns, uint64_t duration_ns,
+                          const Obj& object, const Loc& importer, uint64_t parent = 0) {
+    ImportSpec s = make(index, name, begin_ns, duration_ns, parent);
+    s.object = object;
+    s.importer = importer;
+    return s;
+  }
 };
 
 struct ChangeSpec {

@@ -24,6 +24,15 @@ std::vector<model::Process> scenario_processes() {
   procs.push_back(std::move(p));
   return procs;
 }
+// `del sys.modules[key]` at time_ns, `old_object` in it.
+ChangeSpec deletion(const char* key, const Obj& old_object, uint64_t time_ns) {
+  ChangeSpec del;
+  del.key = key;
+  del.op = F::ModulesChange::DELETE;
+  del.old_object = old_object;
+  del.time_ns = time_ns;
+  return del;
+}
 void expect_location(const Json& loc, const std::string& file, double line) {
   ASSERT_EQ(loc.kind, Json::Object);
   EXPECT_EQ(loc["file"].str, file);
@@ -169,12 +178,7 @@ TEST(Why, DeletionAndSelfReplacement) {
   im.object = Obj::proxy(0x2, "m.Wrapper");
   im.origin = "/other/m.py";
   b.add_import(im);
-  ChangeSpec del;
-  del.key = "m";
-  del.op = F::ModulesChange::DELETE;
-  del.old_object = Obj::proxy(0x2, "m.Wrapper");
-  del.time_ns = 50;
-  b.add_modules_change(del);
+  b.add_modules_change(deletion("m", Obj::proxy(0x2, "m.Wrapper"), 50));
   model::Process p;
   ASSERT_TRUE(parsed(b, p));
   WhyReport r = build_why({p}, "m");
@@ -194,13 +198,10 @@ TEST(Why, DeletionAndSelfReplacement) {
 // line as what triggered it.
 TEST(Why, ImportByPackageGetattrNamesTheTrigger) {
   TraceBuilder b;
-  auto outer = ImportSpec::make(0, "concurrent.futures", 1, 100);
-  outer.object = Obj::module(0x1, "concurrent.futures");
-  outer.importer = Loc{"/work/story.py", 1, "<module>"};
-  b.add_import(outer);
-  auto inner = ImportSpec::make(1, "concurrent.futures.thread", 200, 50);
-  inner.object = Obj::module(0x2, "concurrent.futures.thread");
-  inner.importer = Loc{"/usr/lib/python3.11/concurrent/futures/__init__.py", 49, "__getattr__"};
+  b.add_import(ImportSpec::bound(0, "concurrent.futures", 1, 100, Obj::module(0x1, "concurrent.futures"),
+                                 Loc{"/work/story.py", 1, "<module>"}));
+  auto inner = ImportSpec::bound(1, "concurrent.futures.thread", 200, 50, Obj::module(0x2, "concurrent.futures.thread"),
+                                 Loc{"/usr/lib/python3.11/concurrent/futures/__init__.py", 49, "__getattr__"});
   inner.trigger = Loc{"/work/story.py", 1, "<module>"};
   b.add_import(inner);
   model::Process p;
@@ -238,17 +239,10 @@ TEST(Why, ImportByPackageGetattrNamesTheTrigger) {
 // A removal seen only at the next import boundary says so in why's JSON and text.
 TEST(Why, RemovalSeenAtBoundarySaysSo) {
   TraceBuilder b;
-  auto im = ImportSpec::make(0, "json", 1, 10);
-  im.object = Obj::module(0x1, "json");
-  im.importer = Loc{"/work/story.py", 1, "<module>"};
-  b.add_import(im);
-  ChangeSpec del;
-  del.key = "json";
-  del.op = F::ModulesChange::DELETE;
-  del.old_object = Obj::module(0x1, "json");
+  b.add_import(ImportSpec::bound(0, "json", 1, 10, Obj::module(0x1, "json"), Loc{"/work/story.py", 1, "<module>"}));
+  ChangeSpec del = deletion("json", Obj::module(0x1, "json"), 50);
   del.precision = F::ModulesChange::AT_BOUNDARY;
   del.stack = {Loc{"/work/story.py", 5, "<module>"}};
-  del.time_ns = 50;
   b.add_modules_change(del);
   model::Process p;
   ASSERT_TRUE(parsed(b, p));

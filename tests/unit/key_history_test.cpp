@@ -133,10 +133,7 @@ Process read_back(T::TraceBuilder& b) {
 
 T::ImportSpec traced_import(uint64_t index, const char* name, uint64_t begin, uint64_t dur, uint64_t parent,
                             const T::Obj& object, const char* importer_file, uint32_t line) {
-  T::ImportSpec s = T::ImportSpec::make(index, name, begin, dur, parent);
-  s.object = object;
-  s.importer = T::Loc{importer_file, line, "<module>"};
-  return s;
+  return T::ImportSpec::bound(index, name, begin, dur, object, T::Loc{importer_file, line, "<module>"}, parent);
 }
 
 // An import of `name` binding `object`, made at importer_file:line.

@@ -17,7 +17,9 @@ NativeFrame frame(const char* object, uint64_t offset, const char* symbol = "") 
   return f;
 }
 
-Process with_stack(std::vector<NativeFrame> stack) {
+// A process with one import whose native stack is `stack`, its native caller named
+// (name_native_callers).
+Process callers_named(std::vector<NativeFrame> stack) {
   Process p;
   Import im;
   im.name = "m";
@@ -31,15 +33,15 @@ Process with_stack(std::vector<NativeFrame> stack) {
   ext.path = "/nowhere/ext.so";
   ext.build_id = "0123abcd";
   p.loaded_objects = {exe, ext};
+  name_native_callers(p);
   return p;
 }
 
 TEST(NativeCaller, FirstFrameOutsideAStaticInterpreter) {
-  Process p = with_stack({frame("/usr/bin/python3.11", 10, "PyImport_ImportModuleLevelObject"),
-                          frame("/usr/bin/python3.11", 20, "PyImport_ImportModule"),
-                          frame("/nowhere/ext.so", 0x1137, "PyInit_ext"),
-                          frame("/usr/bin/python3.11", 30, "_PyEval_EvalFrameDefault")});
-  name_native_callers(p);
+  Process p = callers_named({frame("/usr/bin/python3.11", 10, "PyImport_ImportModuleLevelObject"),
+                             frame("/usr/bin/python3.11", 20, "PyImport_ImportModule"),
+                             frame("/nowhere/ext.so", 0x1137, "PyInit_ext"),
+                             frame("/usr/bin/python3.11", 30, "_PyEval_EvalFrameDefault")});
   const NativeCaller& c = p.imports[0].native_caller;
   ASSERT_FALSE(c.empty());
   EXPECT_EQ(c.object, "/nowhere/ext.so");
@@ -53,30 +55,26 @@ TEST(NativeCaller, FirstFrameOutsideAStaticInterpreter) {
 }
 
 TEST(NativeCaller, BytecodeFirstMeansPythonMadeTheImport) {
-  Process p = with_stack({frame("/usr/bin/python3.11", 10, "PyImport_ImportModuleLevelObject"),
-                          frame("/usr/bin/python3.11", 30, "_PyEval_EvalFrameDefault"),
-                          frame("/nowhere/ext.so", 0x1137, "")});
-  name_native_callers(p);
+  Process p = callers_named({frame("/usr/bin/python3.11", 10, "PyImport_ImportModuleLevelObject"),
+                             frame("/usr/bin/python3.11", 30, "_PyEval_EvalFrameDefault"),
+                             frame("/nowhere/ext.so", 0x1137, "")});
   EXPECT_TRUE(p.imports[0].native_caller.empty());
 }
 
 TEST(NativeCaller, SharedInterpreterStartUpHasNone) {
   // libpython is the interpreter; the launcher's main() calling Py_BytesMain, then libc.
-  Process p = with_stack({frame("/py/lib/libpython3.12.so.1.0", 10, "PyImport_ImportModule"),
-                          frame("/py/lib/libpython3.12.so.1.0", 20, "Py_BytesMain"),
-                          frame("/usr/bin/python3.11", 5, "main"),
-                          frame("/lib/x86_64-linux-gnu/libc.so.6", 7, "__libc_start_main")});
-  name_native_callers(p);
+  Process p = callers_named({frame("/py/lib/libpython3.12.so.1.0", 10, "PyImport_ImportModule"),
+                             frame("/py/lib/libpython3.12.so.1.0", 20, "Py_BytesMain"),
+                             frame("/usr/bin/python3.11", 5, "main"),
+                             frame("/lib/x86_64-linux-gnu/libc.so.6", 7, "__libc_start_main")});
   EXPECT_TRUE(p.imports[0].native_caller.empty());
-  Process q = with_stack({frame("/py/lib/libpython3.12.so.1.0", 10, "PyImport_ImportModule"),
-                          frame("/lib/x86_64-linux-gnu/libc.so.6", 7, "__libc_start_call_main")});
-  name_native_callers(q);
+  Process q = callers_named({frame("/py/lib/libpython3.12.so.1.0", 10, "PyImport_ImportModule"),
+                             frame("/lib/x86_64-linux-gnu/libc.so.6", 7, "__libc_start_call_main")});
   EXPECT_TRUE(q.imports[0].native_caller.empty());
 }
 
 TEST(NativeCaller, NoBuildIdRecordedIsSaid) {
-  Process p = with_stack({frame("/usr/bin/python3.11", 10, "PyImport_Import"), frame("/other/lib.so", 64, "")});
-  name_native_callers(p);
+  Process p = callers_named({frame("/usr/bin/python3.11", 10, "PyImport_Import"), frame("/other/lib.so", 64, "")});
   const NativeCaller& c = p.imports[0].native_caller;
   ASSERT_FALSE(c.empty());
   EXPECT_EQ(c.function, "");
