@@ -169,13 +169,17 @@ TEST(DiffEngine, BindingTiesAreOrderedByAttributeWhateverTheInputOrder) {
   }
 }
 
+// The start both runs of a test share: os at tick 1, then json at tick 10, from the
+// standard library in `stdlib`.
+void imports_os_and_json(RunBuilder& r, const std::string& stdlib) {
+  r.import("os", stdlib + "/os.py", 1, 5);
+  r.import("json", stdlib + "/json/__init__.py", 10, 5);
+}
+
 TEST(DiffEngine, ExtraImportIsModuleAdded) {
   Variation v;
   RunBuilder g(v), b(other_machine());
-  for (RunBuilder* r : {&g, &b}) {
-    r->import("os", "/usr/lib/python3.10/os.py", 1, 5);
-    r->import("json", "/usr/lib/python3.10/json/__init__.py", 10, 5);
-  }
+  for (RunBuilder* r : {&g, &b}) imports_os_and_json(*r, "/usr/lib/python3.10");
   b.import("extra_mod", b.site("extra_mod.py"), 20, 5);
   std::vector<model::Process> good{g.process()}, bad{b.process()};
   diff::Result r = diff::diff_runs(good, bad);
@@ -199,8 +203,7 @@ TEST(DiffEngine, SwappedSysModulesEntryIsFound) {
   Variation v;
   RunBuilder g(v), b(other_machine());
   for (RunBuilder* r : {&g, &b}) {
-    r->import("os", "/usr/lib/python3.10/os.py", 1, 5);
-    r->import("json", "/usr/lib/python3.10/json/__init__.py", 10, 5);
+    imports_os_and_json(*r, "/usr/lib/python3.10");
     r->import("simplejson", r->site("simplejson/__init__.py"), 20, 5);
     r->flush();
   }
@@ -228,8 +231,7 @@ TEST(DiffEngine, ReloadIsItsOwnFindingNotAReplacement) {
   Variation v;
   RunBuilder g(v), b(other_machine());
   for (RunBuilder* r : {&g, &b}) {
-    r->import("os", "/usr/lib/python3.12/os.py", 1, 5);
-    r->import("json", "/usr/lib/python3.12/json/__init__.py", 10, 5);
+    imports_os_and_json(*r, "/usr/lib/python3.12");
     r->flush();
   }
   // bad: importlib.reload(json) as 3.12 records it, its pop then its store of the same object.
