@@ -233,7 +233,7 @@ void record_import_end(ThreadState& t, const InFlight& self, PyObject* name, PyO
   uint8_t frames[kNativeDepth * kNativeFrameBytes];
   if (nnative > 0) {
     rec.native_stack = frames;
-    rec.native_stack_bytes = resolve_native_stack(native, nnative, frames);
+    rec.native_stack_bytes = resolve_native_stack(native, nnative, t.depth, frames);
   }
   encode_import(rec);
   write_repeat_summaries();  // an import boundary: the proxy accesses counted before it

@@ -48,9 +48,23 @@ struct NativeObject {
   uint32_t generation, path;
 };
 constexpr size_t kNativeObjects = 512;
+// The last stack resolved at each import depth, as captured and as written: imports made
+// one after another from the same module (siblings) come from the same C call chain, only
+// the Python line differs, so their captures are equal and the bytes are copied whole.
+// Shared by all threads (the writer lock is held): the bytes depend only on the addresses
+// and the strings epoch.
+struct NativeStackMemo {
+  uint32_t generation;
+  int n;  // captured frames; 0: none kept
+  size_t len;
+  void* pcs[kNativeDepth];
+  uint8_t encoded[kNativeDepth * kNativeFrameBytes];
+};
+constexpr int kNativeMemoDepths = 8;
 struct NativeTables {
   NativePc* pcs;          // allocated on first use (only with native stacks on)
   NativeObject* objects;
+  NativeStackMemo* memo;  // kNativeMemoDepths of them
 };
 NativeTables g_native;
 
@@ -147,9 +161,11 @@ bool native_tables() {
   if (g_native.pcs) return true;
   g_native.pcs = static_cast<NativePc*>(calloc(kNativePcs, sizeof(NativePc)));
   g_native.objects = static_cast<NativeObject*>(calloc(kNativeObjects, sizeof(NativeObject)));
-  if (g_native.pcs && g_native.objects) return true;
+  g_native.memo = static_cast<NativeStackMemo*>(calloc(kNativeMemoDepths, sizeof(NativeStackMemo)));
+  if (g_native.pcs && g_native.objects && g_native.memo) return true;
   free(g_native.pcs);
   free(g_native.objects);
+  free(g_native.memo);
   g_native = NativeTables{};
   return false;
 }
@@ -200,9 +216,14 @@ void prepare_native_stacks() {
 
 int capture_native_stack(void** frames) { return g_unwinder(frames, kNativeDepth); }
 
-size_t resolve_native_stack(void* const* frames, int n, uint8_t* out) {
-  if (!native_tables()) return 0;
+size_t resolve_native_stack(void* const* frames, int n, int depth, uint8_t* out) {
+  if (!native_tables() || n <= 0 || n > kNativeDepth) return 0;
   const uint32_t gen = TraceWriter::strings_epoch();
+  NativeStackMemo& memo = g_native.memo[depth < kNativeMemoDepths ? depth : kNativeMemoDepths - 1];
+  if (memo.generation == gen && memo.n == n && memcmp(memo.pcs, frames, n * sizeof(void*)) == 0) {
+    memcpy(out, memo.encoded, memo.len);
+    return memo.len;
+  }
   size_t used = 0;
   for (int i = 0; i < n; ++i) {
     // A return address points after the call; -1 keeps it inside the calling function.
@@ -216,6 +237,15 @@ size_t resolve_native_stack(void* const* frames, int n, uint8_t* out) {
     // library has len 0: left out.
     memcpy(out + used, e->encoded, kNativeFrameBytes);
     used += e->len;
+  }
+  // Kept only when every frame's bytes are of this epoch (interning one of them may have
+  // begun another).
+  if (gen == TraceWriter::strings_epoch()) {
+    memo.generation = gen;
+    memo.n = n;
+    memo.len = used;
+    memcpy(memo.pcs, frames, n * sizeof(void*));
+    memcpy(memo.encoded, out, used);
   }
   return used;
 }

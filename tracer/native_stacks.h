@@ -15,7 +15,8 @@ void prepare_native_stacks();
 int capture_native_stack(void** frames);
 
 // The frames as the Import record's native_stack entries, this library's own left out, in
-// `out` (room for kNativeFrameBytes per frame); returns the bytes written.
-size_t resolve_native_stack(void* const* frames, int n, uint8_t* out);
+// `out` (room for kNativeFrameBytes per frame); returns the bytes written. `depth`: the
+// import's nesting on its thread (0: outermost). With the writer lock held.
+size_t resolve_native_stack(void* const* frames, int n, int depth, uint8_t* out);
 
 }  // namespace imptrace
