@@ -230,10 +230,10 @@ void record_import_end(ThreadState& t, const InFlight& self, PyObject* name, PyO
     describe_error(et, ev, &rec.error_type, &rec.error_message);
   }
   if (!main_interp) rec.interpreter = static_cast<uint64_t>(py.PyInterpreterState_GetID(py.PyInterpreterState_Get()));
-  NativeFrameValue frames[kNativeDepth];
+  uint8_t frames[kNativeDepth * kNativeFrameBytes];
   if (nnative > 0) {
     rec.native_stack = frames;
-    rec.native_depth = resolve_native_stack(native, nnative, frames);
+    rec.native_stack_bytes = resolve_native_stack(native, nnative, t.depth, frames);
   }
   encode_import(rec);
   write_repeat_summaries();  // an import boundary: the proxy accesses counted before it

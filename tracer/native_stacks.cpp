@@ -29,14 +29,18 @@ namespace {
 //
 // dladdr walks the loader's tables for every address; the same return addresses (the
 // interpreter's own call chain) come back at every import, so what it said is kept per
-// address (direct-mapped, string ids valid for one strings epoch).
+// address, as the frame's bytes in the Import record (string ids valid for one strings
+// epoch). Open addressing over a few slots: with one slot per hash, two of the ~100
+// addresses of the tree benchmark's stacks evicted each other at every import (two dladdr
+// calls, and their symbols interned again, per import under callgrind).
 struct NativePc {
   void* pc;
-  uint32_t generation, object, symbol;
-  uintptr_t offset;
-  bool ours;  // a frame of this library: left out
+  uint32_t generation;
+  uint8_t len;  // bytes used in `encoded`; 0: a frame of this library, left out
+  uint8_t encoded[kNativeFrameBytes];
 };
 constexpr size_t kNativePcs = 4096;
+constexpr size_t kNativePcProbes = 4;
 // The objects this file has a LoadedObject record for, by load address (open addressing;
 // a full table describes an object again rather than fail).
 struct NativeObject {
@@ -44,9 +48,23 @@ struct NativeObject {
   uint32_t generation, path;
 };
 constexpr size_t kNativeObjects = 512;
+// The last stack resolved at each import depth, as captured and as written: imports made
+// one after another from the same module (siblings) come from the same C call chain, only
+// the Python line differs, so their captures are equal and the bytes are copied whole.
+// Shared by all threads (the writer lock is held): the bytes depend only on the addresses
+// and the strings epoch.
+struct NativeStackMemo {
+  uint32_t generation;
+  int n;  // captured frames; 0: none kept
+  size_t len;
+  void* pcs[kNativeDepth];
+  uint8_t encoded[kNativeDepth * kNativeFrameBytes];
+};
+constexpr int kNativeMemoDepths = 8;
 struct NativeTables {
   NativePc* pcs;          // allocated on first use (only with native stacks on)
   NativeObject* objects;
+  NativeStackMemo* memo;  // kNativeMemoDepths of them
 };
 NativeTables g_native;
 
@@ -134,29 +152,50 @@ uint32_t object_path(const void* base, void* pc, const char* loader_name) {
   return path;
 }
 
+size_t pc_slot(const void* pc) {
+  static_assert(kNativePcs == 1u << 12, "the hash gives 12 bits");
+  return (reinterpret_cast<uintptr_t>(pc) * 0x9E3779B97F4A7C15ull) >> (64 - 12);
+}
+
+bool native_tables() {
+  if (g_native.pcs) return true;
+  g_native.pcs = static_cast<NativePc*>(calloc(kNativePcs, sizeof(NativePc)));
+  g_native.objects = static_cast<NativeObject*>(calloc(kNativeObjects, sizeof(NativeObject)));
+  g_native.memo = static_cast<NativeStackMemo*>(calloc(kNativeMemoDepths, sizeof(NativeStackMemo)));
+  if (g_native.pcs && g_native.objects && g_native.memo) return true;
+  free(g_native.pcs);
+  free(g_native.objects);
+  free(g_native.memo);
+  g_native = NativeTables{};
+  return false;
+}
+
+// What is known of `pc`, from the table or from dladdr (then kept). The caller has looked
+// in its first slot already (the common hit, inline there).
 const NativePc* native_pc(void* pc) {
-  if (!g_native.pcs) {
-    g_native.pcs = static_cast<NativePc*>(calloc(kNativePcs, sizeof(NativePc)));
-    g_native.objects = static_cast<NativeObject*>(calloc(kNativeObjects, sizeof(NativeObject)));
-    if (!g_native.pcs || !g_native.objects) {
-      free(g_native.pcs);
-      free(g_native.objects);
-      g_native = NativeTables{};
-      return nullptr;
-    }
+  const uint32_t gen = TraceWriter::strings_epoch();
+  const size_t h = pc_slot(pc);
+  NativePc* slot = nullptr;
+  for (size_t probe = 0; probe < kNativePcProbes; ++probe) {
+    NativePc& e = g_native.pcs[(h + probe) & (kNativePcs - 1)];
+    if (e.pc == pc && e.generation == gen) return &e;
+    if (!slot && (e.generation != gen || !e.pc)) slot = &e;
   }
-  NativePc& e = g_native.pcs[(reinterpret_cast<uintptr_t>(pc) >> 2) & (kNativePcs - 1)];
-  if (e.pc == pc && e.generation == TraceWriter::strings_epoch()) return &e;
   static Dl_info self;
   static bool self_known = dladdr(reinterpret_cast<void*>(&native_pc), &self) != 0;
   Dl_info info;
   if (!dladdr(pc, &info) || !info.dli_fname) return nullptr;
+  NativePc& e = slot ? *slot : g_native.pcs[h];
   e.pc = pc;
-  e.generation = TraceWriter::strings_epoch();
-  e.ours = self_known && info.dli_fbase == self.dli_fbase;
-  e.object = e.ours ? 0 : object_path(info.dli_fbase, pc, info.dli_fname);
-  e.offset = reinterpret_cast<uintptr_t>(pc) - reinterpret_cast<uintptr_t>(info.dli_fbase);
-  e.symbol = info.dli_sname ? TraceWriter::intern(info.dli_sname) : 0;
+  e.generation = gen;
+  e.len = 0;
+  if (!self_known || info.dli_fbase != self.dli_fbase) {
+    NativeFrameValue f;
+    f.object = object_path(info.dli_fbase, pc, info.dli_fname);
+    f.offset = reinterpret_cast<uintptr_t>(pc) - reinterpret_cast<uintptr_t>(info.dli_fbase);
+    f.symbol = info.dli_sname ? TraceWriter::intern(info.dli_sname) : 0;
+    e.len = static_cast<uint8_t>(encode_native_frame(f, e.encoded));
+  }
   return &e;
 }
 
@@ -177,18 +216,38 @@ void prepare_native_stacks() {
 
 int capture_native_stack(void** frames) { return g_unwinder(frames, kNativeDepth); }
 
-int resolve_native_stack(void* const* frames, int n, NativeFrameValue* out) {
-  int kept = 0;
+size_t resolve_native_stack(void* const* frames, int n, int depth, uint8_t* out) {
+  if (!native_tables() || n <= 0 || n > kNativeDepth) return 0;
+  const uint32_t gen = TraceWriter::strings_epoch();
+  NativeStackMemo& memo = g_native.memo[depth < kNativeMemoDepths ? depth : kNativeMemoDepths - 1];
+  if (memo.generation == gen && memo.n == n && memcmp(memo.pcs, frames, n * sizeof(void*)) == 0) {
+    memcpy(out, memo.encoded, memo.len);
+    return memo.len;
+  }
+  size_t used = 0;
   for (int i = 0; i < n; ++i) {
     // A return address points after the call; -1 keeps it inside the calling function.
-    const NativePc* e = native_pc(static_cast<char*>(frames[i]) - 1);
-    if (!e || e->ours) continue;
-    out[kept].object = e->object;
-    out[kept].offset = e->offset;
-    out[kept].symbol = e->symbol;
-    ++kept;
+    void* pc = static_cast<char*>(frames[i]) - 1;
+    const NativePc* e = &g_native.pcs[pc_slot(pc)];
+    if (e->pc != pc || e->generation != gen) e = native_pc(pc);
+    if (!e) continue;
+    // The whole slot, not e->len bytes: a fixed-size copy is two moves, not a call. The
+    // bytes past e->len are overwritten by the next frame or left past the end; they fit,
+    // as each frame takes at most kNativeFrameBytes of the caller's room. A frame of this
+    // library has len 0: left out.
+    memcpy(out + used, e->encoded, kNativeFrameBytes);
+    used += e->len;
   }
-  return kept;
+  // Kept only when every frame's bytes are of this epoch (interning one of them may have
+  // begun another).
+  if (gen == TraceWriter::strings_epoch()) {
+    memo.generation = gen;
+    memo.n = n;
+    memo.len = used;
+    memcpy(memo.pcs, frames, n * sizeof(void*));
+    memcpy(memo.encoded, out, used);
+  }
+  return used;
 }
 
 }  // namespace imptrace

@@ -14,7 +14,9 @@ void prepare_native_stacks();
 // The return addresses of the current C stack, at most kNativeDepth.
 int capture_native_stack(void** frames);
 
-// The frames as the trace names them, this library's own left out; returns the count.
-int resolve_native_stack(void* const* frames, int n, NativeFrameValue* out);
+// The frames as the Import record's native_stack entries, this library's own left out, in
+// `out` (room for kNativeFrameBytes per frame); returns the bytes written. `depth`: the
+// import's nesting on its thread (0: outermost). With the writer lock held.
+size_t resolve_native_stack(void* const* frames, int n, int depth, uint8_t* out);
 
 }  // namespace imptrace

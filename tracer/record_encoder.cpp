@@ -82,14 +82,27 @@ void encode_import(const ImportRecord& c) {
   put_location(b, Import::trigger, c.trigger);
   wire::put_uint(b, Import::test, c.test);
   wire::put_uint(b, Import::interpreter, c.interpreter);
-  for (int i = 0; i < c.native_depth; ++i) {
-    auto m = wire::begin_message(b, Import::native_stack);
-    wire::put_uint(b, NativeFrame::object, c.native_stack[i].object);
-    wire::put_uint(b, NativeFrame::offset, c.native_stack[i].offset);
-    wire::put_uint(b, NativeFrame::symbol, c.native_stack[i].symbol);
-    wire::end_message(b, m);
-  }
+  if (c.native_stack_bytes) b.put(c.native_stack, c.native_stack_bytes);
   TraceWriter::end_record(r);
+}
+
+size_t encode_native_frame(const NativeFrameValue& f, uint8_t* out) {
+  // Tag (2 bytes), length (1: the body is at most 23 bytes) and three varint fields, so
+  // kNativeFrameBytes always holds it.
+  uint8_t* p = out;
+  p += wire::encode_varint(p, (static_cast<uint64_t>(Import::native_stack) << 3) | wire::LEN);
+  uint8_t* len = p++;
+  uint8_t* body = p;
+  auto field = [&p](uint32_t number, uint64_t v) {  // wire::put_uint's bytes: zero is left out
+    if (!v) return;
+    p += wire::encode_varint(p, (static_cast<uint64_t>(number) << 3) | wire::VARINT);
+    p += wire::encode_varint(p, v);
+  };
+  field(NativeFrame::object, f.object);
+  field(NativeFrame::offset, f.offset);
+  field(NativeFrame::symbol, f.symbol);
+  *len = static_cast<uint8_t>(p - body);
+  return static_cast<size_t>(p - out);
 }
 
 }  // namespace imptrace

@@ -92,6 +92,12 @@ struct NativeFrameValue {
   uint64_t offset;
 };
 
+// The bytes of one Import.native_stack entry (tag, length, NativeFrame body) for `f`, in
+// `out` (room for kNativeFrameBytes); returns how many. The same return addresses come back
+// at every import, so native_stacks encodes each once and the import copies the bytes.
+constexpr size_t kNativeFrameBytes = 32;
+size_t encode_native_frame(const NativeFrameValue& f, uint8_t* out);
+
 // One import (imptrace.Import). What the record leaves out because a reader can fill it
 // in (the object's name and file when they are the import's) is decided here.
 struct ImportRecord {
@@ -110,8 +116,9 @@ struct ImportRecord {
   CodeLocation trigger;  // importer a module-level __getattr__: the frame beyond it
   uint32_t test = 0;
   uint64_t interpreter = 0;  // a sub-interpreter's id, 0: the main interpreter
-  const NativeFrameValue* native_stack = nullptr;
-  int native_depth = 0;
+  // Import.native_stack entries, encoded (encode_native_frame), innermost first.
+  const uint8_t* native_stack = nullptr;
+  size_t native_stack_bytes = 0;
 };
 void encode_import(const ImportRecord& r);
 

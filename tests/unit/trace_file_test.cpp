@@ -58,7 +58,7 @@ void write_batch(int i) {
   rec.end_ns = rec.begin_ns + 17 + static_cast<uint64_t>(i);
   rec.name = intern(name);
   rec.ok = i % 9 != 0;
-  NativeFrameValue frames[2];
+  uint8_t frames[2 * kNativeFrameBytes];
   if (rec.ok) {
     rec.object.id = 100 + static_cast<uint64_t>(i);
     rec.object.flags = i % 6 ? ObjectFlags::plain_module : ObjectFlags::proxy;
@@ -83,10 +83,10 @@ void write_batch(int i) {
   rec.test = i % 4 ? intern("tests/test_x.py::test_" + std::to_string(i)) : 0;
   rec.interpreter = i % 13 == 0 ? 3 : 0;
   if (i % 5 == 0) {
-    frames[0] = NativeFrameValue{intern("/usr/lib/libpython.so"), intern("PyImport_Import"), 0x1234};
-    frames[1] = NativeFrameValue{intern("/usr/bin/python3"), 0, 0x42};
+    size_t n = encode_native_frame(NativeFrameValue{intern("/usr/lib/libpython.so"), intern("PyImport_Import"), 0x1234}, frames);
+    n += encode_native_frame(NativeFrameValue{intern("/usr/bin/python3"), 0, 0x42}, frames + n);
     rec.native_stack = frames;
-    rec.native_depth = 2;
+    rec.native_stack_bytes = n;
   }
   encode_import(rec);
 
