@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "enum_names.h"
 
 namespace imptrace {
 namespace {
@@ -32,12 +33,8 @@ void write_stack(JsonWriter& w, const Relativizer& rel, const std::vector<model:
 }
 
 const char* op_name(model::ChangeOp op) {
-  switch (op) {
-    case model::ChangeOp::Set: return "set";
-    case model::ChangeOp::Delete: return "delete";
-    case model::ChangeOp::Clear: return "clear";
-  }
-  return "set";
+  static constexpr const char* kNames[] = {"set", "delete", "clear"};
+  return name_of<model::ChangeOp::Clear>(kNames, op, "set");
 }
 
 void write_import(JsonWriter& w, const Relativizer& rel, const model::Import& im) {
@@ -49,14 +46,11 @@ void write_import(JsonWriter& w, const Relativizer& rel, const model::Import& im
   if (im.parent_pos < 0) w.null(); else w.value(im.parent_pos);
   w.field("ok", im.ok);
   w.field_or_null("error", im.error_text());
-  w.key("object");
-  write_object_json(w, im.object);
+  write_object_json(w, "object", im.object);
   w.field_or_null("origin", im.origin);
   w.field_or_null("loader", im.loader);
-  w.key("importer");
-  write_location_json(w, rel(im.importer));
-  w.key("trigger");
-  write_location_json(w, rel(im.trigger));
+  write_location_json(w, "importer", rel(im.importer));
+  write_location_json(w, "trigger", rel(im.trigger));
   w.field("index", im.index);
   w.field("spec_name", im.spec_name);
   w.field_or_null("file", im.file);
@@ -65,8 +59,7 @@ void write_import(JsonWriter& w, const Relativizer& rel, const model::Import& im
   w.field("interpreter", im.interpreter);
   if (!im.native_stack.empty()) {
     // The first frame outside the interpreter, when native code entered the import.
-    w.key("native_caller");
-    write_native_caller_json(w, im.native_caller);
+    write_native_caller_json(w, "native_caller", im.native_caller);
   }
   if (!im.native_stack.empty())
     w.object_array("native_stack", im.native_stack, [&](const model::NativeFrame& nf) {
@@ -79,10 +72,8 @@ void write_import(JsonWriter& w, const Relativizer& rel, const model::Import& im
 void write_change(JsonWriter& w, const Process& p, const Relativizer& rel, const model::ModulesChange& c) {
   w.field("key", c.key);
   w.field("op", op_name(c.op));
-  w.key("old");
-  write_object_json(w, c.old_object);
-  w.key("new");
-  write_object_json(w, c.new_object);
+  write_object_json(w, "old", c.old_object);
+  write_object_json(w, "new", c.new_object);
   w.field("by_import_system", c.by_import_system);
   w.key("stack");
   write_stack(w, rel, c.stack);
@@ -99,12 +90,9 @@ void write_binding(JsonWriter& w, const Process& p, const model::Binding& b) {
   w.field("parent", b.parent);
   w.field("module", b.child_module());
   w.field("status", model::binding_status_name(b.status));
-  w.key("bound_on");
-  write_object_json(w, b.bound_on);
-  w.key("child");
-  write_object_json(w, b.child);
-  w.key("attribute_value");
-  write_object_json(w, b.attribute_value);
+  write_object_json(w, "bound_on", b.bound_on);
+  write_object_json(w, "child", b.child);
+  write_object_json(w, "attribute_value", b.attribute_value);
   w.key("import");
   write_import_ref(w, p, b.import_index + 1);
   w.field("time_ns", b.time_ns);
@@ -112,17 +100,13 @@ void write_binding(JsonWriter& w, const Process& p, const model::Binding& b) {
 }
 
 void write_access(JsonWriter& w, const Process& p, const Relativizer& rel, const model::ProxyAccess& a) {
-  w.key("proxy");
-  write_object_json(w, a.proxy);
+  write_object_json(w, "proxy", a.proxy);
   w.field("attribute", a.attribute);
   w.field("kind", model::proxy_access_kind_name(a.kind));
   w.field("outcome", a.outcome());
-  w.key("result");
-  write_object_json(w, a.result);
-  w.key("forwarded_to");
-  write_object_json(w, a.forwarded_to);
-  w.key("where");
-  write_location_json(w, a.stack.empty() ? model::Location{} : rel(a.stack[0]));
+  write_object_json(w, "result", a.result);
+  write_object_json(w, "forwarded_to", a.forwarded_to);
+  write_location_json(w, "where", a.stack.empty() ? model::Location{} : rel(a.stack[0]));
   w.key("stack");
   write_stack(w, rel, a.stack);
   w.field("time_ns", a.time_ns);
@@ -139,12 +123,9 @@ void write_proxy_class(JsonWriter& w, const Relativizer& rel, const model::Proxy
   w.field("type", c.type);
   w.field("defined_in", c.defined_in);
   w.field("module_subclass", c.module_subclass);
-  w.key("getattr_at");
-  write_location_json(w, rel(c.getattr_at));
-  w.key("getattribute_at");
-  write_location_json(w, rel(c.getattribute_at));
-  w.key("setattr_at");
-  write_location_json(w, rel(c.setattr_at));
+  write_location_json(w, "getattr_at", rel(c.getattr_at));
+  write_location_json(w, "getattribute_at", rel(c.getattribute_at));
+  write_location_json(w, "setattr_at", rel(c.setattr_at));
 }
 
 void write_process(JsonWriter& w, const Process& p) {
@@ -209,6 +190,22 @@ void write_process(JsonWriter& w, const Process& p) {
   w.field_or_null("not_traced", p.not_traced);
   w.string_array("warnings", p.warnings);
   w.end_object();
+}
+
+// Opens a Trace Event that marks an instant on one thread, up to its open "args" object (the
+// caller writes the arguments and closes both).
+void begin_instant_event(JsonWriter& w, const char* category, const std::string& name, double ts, int64_t pid,
+                         uint64_t thread) {
+  w.begin_object();
+  w.field("ph", "i");
+  w.field("s", "t");
+  w.field("cat", category);
+  w.field("name", name);
+  w.field("ts", ts);
+  w.field("pid", pid);
+  w.field("tid", thread);
+  w.key("args");
+  w.begin_object();
 }
 
 }  // namespace
@@ -277,16 +274,8 @@ void export_chrome(const std::vector<model::Process>& procs, std::ostream& out, 
                          : c.op == model::ChangeOp::Delete ? "del sys.modules['" + c.key + "']"
                                                            : "sys.modules['" + c.key + "'] = " +
                                                                  describe_object(c.new_object);
-      w.begin_object();
-      w.field("ph", "i");
-      w.field("s", "t");
-      w.field("cat", c.by_import_system ? "sys.modules,import" : "sys.modules,assignment");
-      w.field("name", what);
-      w.field("ts", us(c.time_ns));
-      w.field("pid", p.pid);
-      w.field("tid", c.thread);
-      w.key("args");
-      w.begin_object();
+      begin_instant_event(w, c.by_import_system ? "sys.modules,import" : "sys.modules,assignment", what,
+                          us(c.time_ns), p.pid, c.thread);
       w.field("key", c.key);
       if (c.old_object.present) w.field("old", describe_object(c.old_object));
       if (c.new_object.present) w.field("new", describe_object(c.new_object));
@@ -296,17 +285,9 @@ void export_chrome(const std::vector<model::Process>& procs, std::ostream& out, 
       w.end_object();
     }
     for (const auto& a : p.proxy_accesses) {
-      w.begin_object();
-      w.field("ph", "i");
-      w.field("s", "t");
-      w.field("cat", a.ok ? "proxy" : "proxy,failed");
-      w.field("name", std::string(model::proxy_access_kind_name(a.kind)) + " ." + a.attribute +
-                          (a.ok ? "" : " failed"));
-      w.field("ts", us(a.time_ns));
-      w.field("pid", p.pid);
-      w.field("tid", a.thread);
-      w.key("args");
-      w.begin_object();
+      begin_instant_event(w, a.ok ? "proxy" : "proxy,failed",
+                          std::string(model::proxy_access_kind_name(a.kind)) + " ." + a.attribute + (a.ok ? "" : " failed"),
+                          us(a.time_ns), p.pid, a.thread);
       w.field("proxy", describe_object(a.proxy));
       w.field("outcome", a.outcome());
       if (a.forwarded_to.present) w.field("forwarded_to", describe_object(a.forwarded_to));

@@ -192,25 +192,20 @@ void why_json(const WhyReport& r, std::ostream& out, bool pretty) {
     w.field("is_module", e.object.is_plain_module());
     w.field_or_null("origin", e.origin);
     w.field("via", e.via_import ? "import" : "assignment");
-    w.key("set_by");
-    write_location_json(w, e.set_by);
-    w.key("triggered_at");
-    write_location_json(w, e.triggered_at);
-    w.key("native_caller");
-    write_native_caller_json(w, e.native_caller);
+    write_location_json(w, "set_by", e.set_by);
+    write_location_json(w, "triggered_at", e.triggered_at);
+    write_native_caller_json(w, "native_caller", e.native_caller);
     w.field_or_null("replaced_by", optional_token(e.replaced_by));
     w.field("process", e.process);
     w.field("is_proxy", e.object.is_proxy());
     // sys.modules[name] = None: `import name` raises ImportError while it sits there.
     w.field("blocked", model::is_import_blocker(e.object));
     w.field_or_null("name", e.object.name);
-    w.key("replaced_at");
-    write_location_json(w, e.replaced_by.present ? e.replaced_at : model::Location{});
+    write_location_json(w, "replaced_at", e.replaced_by.present ? e.replaced_at : model::Location{});
     w.field("removed", e.removed);
     if (e.lifetime) w.field("lifetime", static_cast<uint64_t>(e.lifetime)); else w.null_field("lifetime");
     w.field("finalized", e.finalized);
-    w.key("removed_at");
-    write_location_json(w, e.removed_at);
+    write_location_json(w, "removed_at", e.removed_at);
     w.field_or_null("loader", e.loader);
     w.field("time_ns", e.time_ns);
     w.field_or_null("test", e.test);
@@ -223,8 +218,7 @@ void why_json(const WhyReport& r, std::ostream& out, bool pretty) {
     } else {
       w.begin_object();
       w.field("module", e.during_import);
-      w.key("importer");
-      write_location_json(w, e.during_importer);
+      write_location_json(w, "importer", e.during_importer);
       w.end_object();
     }
     w.key("reloads");
@@ -234,8 +228,7 @@ void why_json(const WhyReport& r, std::ostream& out, bool pretty) {
     w.object_array("class_changes", e.class_changes, [&](const WhyEntry::ClassChange& cc) {
       w.field("type", cc.object.type);
       w.field("is_proxy", cc.object.is_proxy());
-      w.key("where");
-      write_location_json(w, cc.where);
+      write_location_json(w, "where", cc.where);
     });
   });
 
@@ -243,13 +236,11 @@ void why_json(const WhyReport& r, std::ostream& out, bool pretty) {
     w.field("module", l.declared.module);
     w.field("name", l.declared.name);
     w.field("target", l.declared.target);
-    w.key("declared_at");
-    write_location_json(w, l.declared.declared_at);
+    write_location_json(w, "declared_at", l.declared.declared_at);
     w.field_or_null("declared_test", l.declared.test.str());
     w.field("outcome", l.outcome == WhyLazy::Outcome::Resolved ? "resolved"
                        : l.outcome == WhyLazy::Outcome::Failed ? "failed" : "never_used");
-    w.key("used_at");
-    write_location_json(w, l.used_at);
+    write_location_json(w, "used_at", l.used_at);
     w.field_or_null("test", l.used_test);
     w.field_or_null("object", model::object_token(l.object));
     w.field_or_null("error", l.error);
@@ -278,8 +269,7 @@ void why_json(const WhyReport& r, std::ostream& out, bool pretty) {
     w.field("attribute", a.attribute);
     w.field("outcome", a.outcome());
     w.field_or_null("forwarded_to", forwarded_name(a.forwarded_to));
-    w.key("where");
-    write_location_json(w, pa.where);
+    write_location_json(w, "where", pa.where);
     w.field_or_null("test", a.test);
     w.field("process", pa.process);
     w.field("kind", model::proxy_access_kind_name(a.kind));
@@ -294,15 +284,11 @@ void why_json(const WhyReport& r, std::ostream& out, bool pretty) {
     w.field("process", wi.process);
     w.field("ok", wi.import.ok);
     w.field_or_null("error", wi.import.error_text());
-    w.key("object");
-    write_object_json(w, wi.import.object);
+    write_object_json(w, "object", wi.import.object);
     w.field_or_null("origin", wi.import.origin);
-    w.key("importer");
-    write_location_json(w, wi.importer);
-    w.key("trigger");
-    write_location_json(w, wi.trigger);
-    w.key("native_caller");
-    write_native_caller_json(w, wi.import.native_caller);
+    write_location_json(w, "importer", wi.importer);
+    write_location_json(w, "trigger", wi.trigger);
+    write_native_caller_json(w, "native_caller", wi.import.native_caller);
     w.field("begin_ns", wi.import.begin_ns);
     w.field("end_ns", wi.import.end_ns);
     w.field_or_null("test", wi.import.test);

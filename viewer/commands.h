@@ -241,5 +241,9 @@ void write_location_json(JsonWriter& w, const model::Location& loc);  // object 
 void write_object_json(JsonWriter& w, const model::ObjectRef& o);     // {id,type,is_module} or null
 // {library, object, offset, function, file, line, unsymbolised} or null (native_symbols.h).
 void write_native_caller_json(JsonWriter& w, const model::NativeCaller& c);
+// The same, as the value of key `k` of the open object.
+void write_location_json(JsonWriter& w, const std::string& k, const model::Location& loc);
+void write_object_json(JsonWriter& w, const std::string& k, const model::ObjectRef& o);
+void write_native_caller_json(JsonWriter& w, const std::string& k, const model::NativeCaller& c);
 
 }  // namespace imptrace

@@ -8,43 +8,24 @@
 #include <map>
 
 #include "diff_compare.h"
+#include "enum_names.h"
 
 namespace imptrace {
 namespace diff {
 
 const char* severity_name(Severity s) {
-  switch (s) {
-    case Severity::Error: return "error";
-    case Severity::Warning: return "warning";
-    case Severity::Info: return "info";
-  }
-  return "info";
+  static constexpr const char* kNames[] = {"info", "warning", "error"};
+  return name_of<Severity::Error>(kNames, s, "info");
 }
 
 const char* kind_name(Kind k) {
-  switch (k) {
-    case Kind::ProcessEndedAbnormally: return "process_ended_abnormally";
-    case Kind::SysModulesReplaced: return "sys_modules_replaced";
-    case Kind::ProxyInSysModules: return "proxy_in_sys_modules";
-    case Kind::BindingOnProxy: return "binding_on_proxy";
-    case Kind::BindingMismatch: return "binding_mismatch";
-    case Kind::ProxyForwardFailed: return "proxy_forward_failed";
-    case Kind::ImportBlocked: return "import_blocked";
-    case Kind::ImportFailed: return "import_failed";
-    case Kind::ModuleReloaded: return "module_reloaded";
-    case Kind::DuplicateModule: return "duplicate_module";
-    case Kind::ProcessMissing: return "process_missing";
-    case Kind::ProcessAdded: return "process_added";
-    case Kind::ModuleMissing: return "module_missing";
-    case Kind::ModuleAdded: return "module_added";
-    case Kind::LoaderChanged: return "loader_changed";
-    case Kind::OriginChanged: return "origin_changed";
-    case Kind::ImportOrderChanged: return "import_order_changed";
-    case Kind::ImportSlower: return "import_slower";
-    case Kind::ProxyAccessRepeats: return "proxy_access_repeats";
-    case Kind::FailureReporting: return "failure_reporting";
-  }
-  return "unknown";
+  static constexpr const char* kNames[] = {
+      "process_ended_abnormally", "sys_modules_replaced", "proxy_in_sys_modules", "binding_on_proxy",
+      "binding_mismatch", "proxy_forward_failed", "import_blocked", "import_failed", "module_reloaded",
+      "duplicate_module", "process_missing", "process_added", "module_missing", "module_added",
+      "loader_changed", "origin_changed", "import_order_changed", "import_slower", "proxy_access_repeats",
+      "failure_reporting"};
+  return name_of<Kind::FailureReporting>(kNames, k, "unknown");
 }
 
 int Result::exit_status() const { return count(Severity::Warning) ? 1 : 0; }

@@ -272,6 +272,16 @@ void access_facts(const ProcFacts& f, Collector& c) {
   }
 }
 
+// What the facts of one imported module (its presence, origin, loader) have in common.
+void module_fact(FactInfo& fi, Family family, Kind kind, std::string_view name, const ProcFacts& f, uint64_t order) {
+  fi.family = family;
+  fi.kind = kind;
+  fi.severity = Severity::Warning;
+  fi.module = fi.name = std::string(name);
+  fi.process = f.group;
+  fi.order = order;
+}
+
 void module_facts(const ProcFacts& f, Collector& c) {
   const Process& p = *f.p;
   std::vector<timing::Fate> fates;
@@ -306,13 +316,8 @@ void module_facts(const ProcFacts& f, Collector& c) {
     if (!m.ok) continue;
     const Import& im = *m.first_ok;
     if (FactInfo* fi = c.see(fact_key(Family::Present, name))) {
-      fi->family = Family::Present;
-      fi->kind = Kind::ModuleAdded;
-      fi->severity = Severity::Warning;
-      fi->module = fi->name = std::string(name);
+      module_fact(*fi, Family::Present, Kind::ModuleAdded, name, f, m.pos);
       fi->value = fi->module.substr(0, fi->module.find('.'));
-      fi->process = f.group;
-      fi->order = m.pos;
       fi->test = im.test;
       Location l = f.norm->loc(im.importer);
       if (!l.empty()) fi->where.push_back(l);
@@ -320,23 +325,13 @@ void module_facts(const ProcFacts& f, Collector& c) {
     // Compared as the two-run diff compares them: relative to their sys.path entry.
     std::string origin(f.norm->view(im.origin.empty() ? im.file.str() : im.origin.str()));
     if (FactInfo* fi = c.see(fact_key(Family::Origin, name, hash_text(origin)))) {
-      fi->family = Family::Origin;
-      fi->kind = Kind::OriginChanged;
-      fi->severity = Severity::Warning;
-      fi->module = fi->name = std::string(name);
+      module_fact(*fi, Family::Origin, Kind::OriginChanged, name, f, m.pos);
       fi->value = origin.empty() ? "<no origin>" : origin;
-      fi->process = f.group;
-      fi->order = m.pos;
     }
     std::string loader = normalize_loader(im.loader);
     if (FactInfo* fi = c.see(fact_key(Family::Loader, name, hash_text(loader)))) {
-      fi->family = Family::Loader;
-      fi->kind = Kind::LoaderChanged;
-      fi->severity = Severity::Warning;
-      fi->module = fi->name = std::string(name);
+      module_fact(*fi, Family::Loader, Kind::LoaderChanged, name, f, m.pos);
       fi->value = loader.empty() ? "<none>" : loader;
-      fi->process = f.group;
-      fi->order = m.pos;
     }
   }
   for (const auto& d : f.duplicates) {
@@ -736,6 +731,42 @@ uint64_t first_record_of(const RunFacts& run, const std::string& key) {
 
 std::string quoted_test(const std::string& t) { return t.empty() ? "outside any test (collection or import time)" : "during `" + t + "`"; }
 
+// How one set of runs saw a fact: in how many it happened, by test and by place relative to
+// the failing tests.
+struct Tally {
+  size_t happened = 0;
+  std::map<std::string, size_t> tests, relative;
+};
+
+// Fills `e` for run `r` and counts it; the fact's first occurrence there, null when it did
+// not happen.
+const Event* tally_event(const RunFacts& r, uint64_t key, Finding::RunEvent& e, Tally& tally) {
+  e.run = r.info.path;
+  auto it = r.events.find(key);
+  e.happened = it != r.events.end();
+  if (!e.happened) return nullptr;
+  ++tally.happened;
+  e.test = it->second.test;
+  ++tally.tests[e.test];
+  return &it->second;
+}
+
+// The runs' places relative to the failing tests, in the table's order ({place, words}):
+// "before the first failing test, after the first failing test in 2" (a count only where
+// not all of the `happened` runs agree).
+template <size_t N>
+std::string relative_clauses(const std::pair<const char*, const char*> (&table)[N],
+                             const std::map<std::string, size_t>& counts, size_t happened) {
+  std::string out;
+  for (const auto& kr : table) {
+    auto it = counts.find(kr.first);
+    if (it == counts.end()) continue;
+    out += (out.empty() ? "" : ", ") + std::string(kr.second) +
+           (it->second == happened ? std::string() : " in " + std::to_string(it->second));
+  }
+  return out;
+}
+
 // In every run: did it happen, during which test, where relative to the failure.
 void explain_order(Finding& f, const FactInfo& fi, uint64_t key, const std::vector<RunFacts>& bad,
                    const std::vector<RunFacts>& good) {
@@ -748,17 +779,10 @@ void explain_order(Finding& f, const FactInfo& fi, uint64_t key, const std::vect
     for (const auto& t : r.outcome.tests)
       if (t.failed) failing.insert(t.key);
   }
-  std::map<std::string, size_t> tests_bad, rel_bad;
-  size_t happened_bad = 0;
+  Tally in_bad;
   for (const auto& r : bad) {
     Finding::RunEvent e;
-    e.run = r.info.path;
-    auto it = r.events.find(key);
-    e.happened = it != r.events.end();
-    if (e.happened) {
-      ++happened_bad;
-      e.test = it->second.test;
-      ++tests_bad[e.test];
+    if (const Event* ev = tally_event(r, key, e, in_bad)) {
       if (r.outcome.first_failing >= 0) {
         // By time when the first failing test left a record (right under pytest-xdist too,
         // where junit's order is not the order tests ran in), else by junit's order.
@@ -767,12 +791,12 @@ void explain_order(Finding& f, const FactInfo& fi, uint64_t key, const std::vect
         uint64_t t = first_record_of(r, ff);
         int at = test_key.empty() ? -1 : position_of(r, test_key);
         if (test_key == ff) e.relative = "in_first_failure";
-        else if (t != UINT64_MAX) e.relative = it->second.time < t ? "before_first_failure" : "after_first_failure";
+        else if (t != UINT64_MAX) e.relative = ev->time < t ? "before_first_failure" : "after_first_failure";
         else if (at >= 0) e.relative = at < r.outcome.first_failing ? "before_first_failure" : "after_first_failure";
-        else if (e.test.empty() && !r.tests.empty() && it->second.time < r.tests[0].second)
+        else if (e.test.empty() && !r.tests.empty() && ev->time < r.tests[0].second)
           e.relative = "before_first_failure";  // before any test left a record
       }
-      if (!e.relative.empty()) ++rel_bad[e.relative];
+      if (!e.relative.empty()) ++in_bad.relative[e.relative];
     }
     f.bad_events.push_back(e);
   }
@@ -788,35 +812,22 @@ void explain_order(Finding& f, const FactInfo& fi, uint64_t key, const std::vect
     if (v.size() > 4) s += ", ... (" + std::to_string(v.size() - 4) + " more tests)";
     return s;
   };
-  std::string line = "in " + std::to_string(happened_bad) + "/" + std::to_string(bad.size()) + " failing runs " + fi.subject;
-  if (happened_bad) line += " " + tests_text(tests_bad, happened_bad);
+  std::string line = "in " + std::to_string(in_bad.happened) + "/" + std::to_string(bad.size()) + " failing runs " + fi.subject;
+  if (in_bad.happened) line += " " + tests_text(in_bad.tests, in_bad.happened);
   static const std::pair<const char*, const char*> kRel[] = {{"before_first_failure", "before the first failing test"},
                                                              {"in_first_failure", "in the first failing test"},
                                                              {"after_first_failure", "after the first failing test"}};
-  std::string rel;
-  for (const auto& kr : kRel) {
-    auto it = rel_bad.find(kr.first);
-    if (it == rel_bad.end()) continue;
-    rel += (rel.empty() ? "" : ", ") + std::string(kr.second) +
-           (it->second == happened_bad ? std::string() : " in " + std::to_string(it->second));
-  }
+  std::string rel = relative_clauses(kRel, in_bad.relative, in_bad.happened);
   if (!rel.empty()) line += ", " + rel;
-  else if (happened_bad && !all_junit)
+  else if (in_bad.happened && !all_junit)
     line += "; which test failed first is not known (no junit XML in the run's directory: pytest --junitxml writes it)";
   f.evidence.push_back(line);
 
   // The passing runs: did it happen, and where relative to the tests that failed elsewhere.
-  std::map<std::string, size_t> tests_good, rel_good;
-  size_t happened_good = 0;
+  Tally in_good;
   for (const auto& r : good) {
     Finding::RunEvent e;
-    e.run = r.info.path;
-    auto it = r.events.find(key);
-    e.happened = it != r.events.end();
-    if (e.happened) {
-      ++happened_good;
-      e.test = it->second.test;
-      ++tests_good[e.test];
+    if (const Event* ev = tally_event(r, key, e, in_good)) {
       int at = e.test.empty() ? -1 : position_of(r, outcomes::junit_key(e.test));
       int before = 0, after = 0;
       for (const auto& k : failing) {
@@ -829,7 +840,7 @@ void explain_order(Finding& f, const FactInfo& fi, uint64_t key, const std::vect
         before = after = 0;
         for (const auto& k : failing) {
           uint64_t t = first_record_of(r, k);
-          if (t != UINT64_MAX) (t < it->second.time ? before : after)++;
+          if (t != UINT64_MAX) (t < ev->time ? before : after)++;
         }
       }
       if (at >= 0 || e.test.empty()) {
@@ -837,28 +848,22 @@ void explain_order(Finding& f, const FactInfo& fi, uint64_t key, const std::vect
         else if (after && !before) e.relative = "before_failing_tests";
         else if (before && after) e.relative = "among_failing_tests";
       }
-      if (!e.relative.empty()) ++rel_good[e.relative];
+      if (!e.relative.empty()) ++in_good.relative[e.relative];
     }
     f.good_events.push_back(e);
   }
-  std::string gl = "in " + std::to_string(happened_good) + "/" + std::to_string(good.size()) + " passing runs ";
-  if (!happened_good) {
+  std::string gl = "in " + std::to_string(in_good.happened) + "/" + std::to_string(good.size()) + " passing runs ";
+  if (!in_good.happened) {
     gl = "in none of the " + std::to_string(good.size()) + " passing runs";
   } else {
-    gl += "it happened too, " + tests_text(tests_good, happened_good);
+    gl += "it happened too, " + tests_text(in_good.tests, in_good.happened);
     static const std::pair<const char*, const char*> kGood[] = {
         {"after_failing_tests", "after the tests that fail in the failing runs had run"},
         {"before_failing_tests", "before the tests that fail in the failing runs"},
         {"among_failing_tests", "between the tests that fail in the failing runs"}};
-    std::string r2;
-    for (const auto& kr : kGood) {
-      auto it = rel_good.find(kr.first);
-      if (it == rel_good.end()) continue;
-      r2 += (r2.empty() ? "" : ", ") + std::string(kr.second) +
-            (it->second == happened_good ? std::string() : " in " + std::to_string(it->second));
-    }
+    std::string r2 = relative_clauses(kGood, in_good.relative, in_good.happened);
     if (!r2.empty()) gl += ", " + r2;
-    if (happened_good < good.size()) gl += "; in the other " + std::to_string(good.size() - happened_good) + " it did not happen";
+    if (in_good.happened < good.size()) gl += "; in the other " + std::to_string(good.size() - in_good.happened) + " it did not happen";
   }
   f.evidence.push_back(gl);
 }

@@ -12,6 +12,7 @@
 #include "diff.h"
 #include "bundle.h"
 #include "diff_many.h"
+#include "enum_names.h"
 #include "redact.h"
 #include "trace_reader.h"
 
@@ -22,12 +23,8 @@ namespace {
 std::string loc_text(const model::Location& l) { return format_location(l); }
 
 const char* colour_of(Severity s) {
-  switch (s) {
-    case Severity::Error: return "\x1b[1;31m";
-    case Severity::Warning: return "\x1b[33m";
-    case Severity::Info: return "\x1b[36m";
-  }
-  return "";
+  static constexpr const char* kColours[] = {"\x1b[36m", "\x1b[33m", "\x1b[1;31m"};
+  return name_of<Severity::Error>(kColours, s, "");
 }
 
 std::string pad(const std::string& s, size_t w) {
@@ -151,8 +148,7 @@ void finding_json(JsonWriter& w, const Finding& f, bool with_related) {
   w.begin_array();
   for (const auto& l : f.where) write_location_json(w, l);
   w.end_array();
-  w.key("native_caller");
-  write_native_caller_json(w, f.native_caller);
+  write_native_caller_json(w, "native_caller", f.native_caller);
   w.field_or_null("test", f.test);
   w.string_array("tests", f.tests);
   w.field_or_null("process", f.process);

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "enum_names.h"
+
 namespace imptrace {
 namespace timing {
 
@@ -42,12 +44,8 @@ ImportTree build_tree(const model::Process& p) {
 }
 
 const char* fate_name(Fate f) {
-  switch (f) {
-    case Fate::Ok: return "ok";
-    case Fate::Handled: return "handled";
-    case Fate::Propagated: return "propagated";
-  }
-  return "ok";
+  static constexpr const char* kNames[] = {"ok", "handled", "propagated"};
+  return name_of<Fate::Propagated>(kNames, f, "ok");
 }
 
 bool is_under(const std::string& name, const std::string& prefix) {

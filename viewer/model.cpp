@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "enum_names.h"
+
 namespace imptrace {
 namespace model {
 
@@ -35,14 +37,8 @@ std::string ProxyAccess::outcome() const {
 }
 
 const char* end_how_name(ProcessEnd::How h) {
-  switch (h) {
-    case ProcessEnd::How::None: return "none";
-    case ProcessEnd::How::Exit: return "exit";
-    case ProcessEnd::How::OsExit: return "os_exit";
-    case ProcessEnd::How::Signal: return "signal";
-    case ProcessEnd::How::Exec: return "exec";
-  }
-  return "none";
+  static constexpr const char* kNames[] = {"none", "exit", "os_exit", "signal", "exec"};
+  return name_of<ProcessEnd::How::Exec>(kNames, h, "none");
 }
 
 std::string end_text(const ProcessEnd& e) {
@@ -66,22 +62,13 @@ bool ended_abnormally(const ProcessEnd& e) {
 }
 
 const char* binding_status_name(BindingStatus s) {
-  switch (s) {
-    case BindingStatus::Bound: return "bound";
-    case BindingStatus::Missing: return "missing";
-    case BindingStatus::Mismatch: return "mismatch";
-    case BindingStatus::OnProxy: return "on_proxy";
-  }
-  return "mismatch";
+  static constexpr const char* kNames[] = {"bound", "missing", "mismatch", "on_proxy"};
+  return name_of<BindingStatus::OnProxy>(kNames, s, "mismatch");
 }
 
 const char* proxy_access_kind_name(ProxyAccessKind k) {
-  switch (k) {
-    case ProxyAccessKind::Getattr: return "getattr";
-    case ProxyAccessKind::Setattr: return "setattr";
-    case ProxyAccessKind::ModuleGetattr: return "module_getattr";
-  }
-  return "getattr";
+  static constexpr const char* kNames[] = {"getattr", "setattr", "module_getattr"};
+  return name_of<ProxyAccessKind::ModuleGetattr>(kNames, k, "getattr");
 }
 
 std::vector<std::string> Process::sys_path_roots() const {

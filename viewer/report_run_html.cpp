@@ -46,6 +46,12 @@ struct Row {
   uint64_t self_ns;
 };
 
+// Where the row's import was imported, relative to its sys.path entry ("" not known).
+std::string importer_text(const Row& r) {
+  const model::Location& at = r.p->imports[r.i].importer;
+  return at.empty() ? std::string() : format_location(r.p->relative(at));
+}
+
 void slowest_table(const std::vector<Row>& rows, bool by_self, std::ostream& out) {
   std::vector<Row> r = rows;
   auto key = [&](const Row& x) { return by_self ? x.self_ns : x.p->imports[x.i].duration_ns(); };
@@ -57,7 +63,7 @@ void slowest_table(const std::vector<Row>& rows, bool by_self, std::ostream& out
     const auto& im = r[k].p->imports[r[k].i];
     out << "<tr><td>" << escape(im.name) << (im.ok ? "" : " <b>FAILED</b>") << "</td><td class=\"n\">"
         << format_ms(r[k].self_ns) << "</td><td class=\"n\">" << format_ms(im.duration_ns()) << "</td><td>"
-        << escape(im.importer.empty() ? "" : format_location(r[k].p->relative(im.importer))) << "</td><td>"
+        << escape(importer_text(r[k])) << "</td><td>"
         << escape(im.test) << "</td><td>" << r[k].p->pid << "</td></tr>\n";
   }
   out << "</table>\n";
@@ -75,7 +81,7 @@ void failed_table(const std::vector<Row>& rows, const char* cls, std::ostream& o
     const auto& im = r.p->imports[r.i];
     std::string inside = im.parent_pos >= 0 ? r.p->imports[im.parent_pos].name.str() : std::string("(top level)");
     out << "<tr><td>" << escape(im.name) << "</td><td>" << escape(im.error_text()) << "</td><td>"
-        << escape(im.importer.empty() ? "" : format_location(r.p->relative(im.importer))) << "</td><td>"
+        << escape(importer_text(r)) << "</td><td>"
         << escape(inside) << "</td><td>" << escape(im.test) << "</td><td>" << r.p->pid << "</td></tr>\n";
   }
   out << "</table>\n";

@@ -11,17 +11,14 @@
 
 #include "bundle.h"
 #include "commands.h"
+#include "enum_names.h"
 
 namespace imptrace {
 namespace outcomes {
 
 const char* source_name(RunOutcome::Source s) {
-  switch (s) {
-    case RunOutcome::Source::Junit: return "junit";
-    case RunOutcome::Source::ExitStatus: return "exit_status";
-    case RunOutcome::Source::Unknown: return "unknown";
-  }
-  return "unknown";
+  static constexpr const char* kNames[] = {"junit", "exit_status", "unknown"};
+  return name_of<RunOutcome::Source::Unknown>(kNames, s, "unknown");
 }
 
 std::string node_id_of(const std::string& test) {

@@ -85,4 +85,19 @@ void write_object_json(JsonWriter& w, const model::ObjectRef& o) {
   w.end_object();
 }
 
+void write_location_json(JsonWriter& w, const std::string& k, const model::Location& loc) {
+  w.key(k);
+  write_location_json(w, loc);
+}
+
+void write_object_json(JsonWriter& w, const std::string& k, const model::ObjectRef& o) {
+  w.key(k);
+  write_object_json(w, o);
+}
+
+void write_native_caller_json(JsonWriter& w, const std::string& k, const model::NativeCaller& c) {
+  w.key(k);
+  write_native_caller_json(w, c);
+}
+
 }  // namespace imptrace

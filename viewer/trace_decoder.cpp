@@ -60,12 +60,27 @@ bool get_i64(WireType wt, Reader& r, int64_t& out) {
   out = static_cast<int64_t>(v);
   return true;
 }
+// An enum: a number past `last` (a newer tracer's value) reads as `unknown`.
+template <typename E>
+bool get_enum(WireType wt, Reader& r, E& out, E last, E unknown) {
+  uint32_t v;
+  if (!get_u32(wt, r, v)) return false;
+  out = v <= static_cast<uint32_t>(last) ? static_cast<E>(v) : unknown;
+  return true;
+}
 bool get_bool(WireType wt, Reader& r, bool& out) {
   uint64_t v;
   if (!get_u64(wt, r, v)) return false;
   out = v != 0;
   return true;
 }
+// A record that did not parse is dropped whole: no half-read element stays in the model.
+template <typename T>
+bool kept_if(bool ok, std::vector<T>& records) {
+  if (!ok) records.pop_back();
+  return ok;
+}
+
 bool get_string(WireType wt, Reader& r, std::string& out) {
   if (wt != wire::LEN) return false;
   Reader s = r.sub();
@@ -396,10 +411,7 @@ class Decoder {
         default: return false;
       }
     });
-    if (!ok) {
-      proc_.imports.pop_back();
-      return false;
-    }
+    if (!kept_if(ok, proc_.imports)) return false;
     // Saturate rather than wrap: a corrupt duration must not make end < begin.
     im.end_ns = duration > UINT64_MAX - im.begin_ns ? UINT64_MAX : im.begin_ns + duration;
     if (!spec_name_set || im.spec_name.empty()) im.spec_name = im.name;
@@ -413,10 +425,7 @@ class Decoder {
       uint32_t v;
       switch (f) {
         case F::ModulesChange::key: return get_str_id(wt, rr, c.key);
-        case F::ModulesChange::op:
-          if (!get_u32(wt, rr, v)) return false;
-          c.op = v <= 2 ? static_cast<model::ChangeOp>(v) : model::ChangeOp::Set;
-          return true;
+        case F::ModulesChange::op: return get_enum(wt, rr, c.op, model::ChangeOp::Clear, model::ChangeOp::Set);
         case F::ModulesChange::old_: return object(wt, rr, c.old_object);
         case F::ModulesChange::new_: return object(wt, rr, c.new_object);
         case F::ModulesChange::stack: return stack_entry(wt, rr, c.stack);
@@ -432,17 +441,12 @@ class Decoder {
         default: return false;
       }
     });
-    if (!ok) {
-      proc_.modules_changes.pop_back();
-      return false;
-    }
-    return true;
+    return kept_if(ok, proc_.modules_changes);
   }
 
   bool binding(Reader r) {
     model::Binding& b = proc_.bindings.emplace_back();
     bool ok = for_each_field(r, [&](uint32_t f, WireType wt, Reader& rr) {
-      uint32_t v;
       switch (f) {
         case F::Binding::import_index: return get_u64(wt, rr, b.import_index);
         case F::Binding::parent: return get_str_id(wt, rr, b.parent);
@@ -450,21 +454,15 @@ class Decoder {
         case F::Binding::bound_on: return object(wt, rr, b.bound_on);
         case F::Binding::child: return object(wt, rr, b.child);
         case F::Binding::status:
-          if (!get_u32(wt, rr, v)) return false;
           // An unknown (newer) status is not "bound": report it as a mismatch.
-          b.status = v <= 3 ? static_cast<model::BindingStatus>(v) : model::BindingStatus::Mismatch;
-          return true;
+          return get_enum(wt, rr, b.status, model::BindingStatus::OnProxy, model::BindingStatus::Mismatch);
         case F::Binding::time_ns: return get_u64(wt, rr, b.time_ns);
         case F::Binding::test: return get_str_id(wt, rr, b.test);
         case F::Binding::attribute_value: return object(wt, rr, b.attribute_value);
         default: return false;
       }
     });
-    if (!ok) {
-      proc_.bindings.pop_back();
-      return false;
-    }
-    return true;
+    return kept_if(ok, proc_.bindings);
   }
 
   bool lazy_import(Reader r) {
@@ -508,14 +506,11 @@ class Decoder {
   bool proxy_access(Reader r) {
     model::ProxyAccess& a = proc_.proxy_accesses.emplace_back();
     bool ok = for_each_field(r, [&](uint32_t f, WireType wt, Reader& rr) {
-      uint32_t v;
       switch (f) {
         case F::ProxyAccess::proxy: return object(wt, rr, a.proxy);
         case F::ProxyAccess::attribute: return get_str_id(wt, rr, a.attribute);
         case F::ProxyAccess::kind:
-          if (!get_u32(wt, rr, v)) return false;
-          a.kind = v <= 2 ? static_cast<model::ProxyAccessKind>(v) : model::ProxyAccessKind::Getattr;
-          return true;
+          return get_enum(wt, rr, a.kind, model::ProxyAccessKind::ModuleGetattr, model::ProxyAccessKind::Getattr);
         case F::ProxyAccess::ok: return get_bool(wt, rr, a.ok);
         case F::ProxyAccess::result: return object(wt, rr, a.result);
         case F::ProxyAccess::error_type: return get_str_id(wt, rr, a.error_type);
@@ -531,11 +526,7 @@ class Decoder {
         default: return false;
       }
     });
-    if (!ok) {
-      proc_.proxy_accesses.pop_back();
-      return false;
-    }
-    return true;
+    return kept_if(ok, proc_.proxy_accesses);
   }
 
   bool proxy_access_summary(Reader r) {
