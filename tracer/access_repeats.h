@@ -44,7 +44,8 @@ struct AccessSite {
 // The repeated path, for a successful access whose function has just returned: true when
 // it was counted (record nothing). Otherwise `site` holds its calling instruction for the
 // full record, or a null code when no Python frame called it (then no repeat of it is
-// ever counted).
+// ever counted). `object` and `attribute` are never null (the hook's vectorcall arguments
+// and the function itself).
 bool count_repeat(uint32_t kind, PyObject* object, PyObject* attribute, PyObject* result, AccessSite* site);
 
 // A successful access at `site` about to be recorded in full, writer lock held. Returns the
