@@ -17,10 +17,9 @@
 // boundary, and at exit, os._exit and exec. A crash loses at most the counts of the last
 // interval (a fatal signal's handler writes none: it may have interrupted a count).
 //
-// The calling instruction is the caller frame's code object and instruction offset (3.11+,
-// PyFrame_GetLasti) or line (3.8-3.10, PyFrame_GetLineNumber): when the hook runs, the
-// __getattr__ has returned and the current frame is the caller's. Two reads on one line
-// count apart on 3.11+ and together on 3.8-3.10; both read as that line.
+// The calling instruction is the caller frame's code object and instruction offset
+// (frame_position): when the hook runs, the __getattr__ has returned and the current frame
+// is the caller's. Two reads on one line are two sites; both read as that line.
 //
 // The table is touched with the main interpreter's GIL held; sites beyond its size evict
 // older ones (whose counts are written first), which then start again with full records.
@@ -42,12 +41,12 @@ struct AccessSite {
   uint32_t kind;   // a ProxyAccess::Kind
 };
 
-// The calling instruction of an access whose function has just returned; false when no
-// Python frame called it (then it is recorded in full).
-bool access_site(uint32_t kind, PyObject* object, PyObject* attribute, AccessSite* out);
-
-// The repeated path, for a successful access: true when it was counted (record nothing).
-bool count_repeat(const AccessSite& site, PyObject* result);
+// The repeated path, for a successful access whose function has just returned: true when
+// it was counted (record nothing). Otherwise `site` holds its calling instruction for the
+// full record, or a null code when no Python frame called it (then no repeat of it is
+// ever counted). `object` and `attribute` are never null (the hook's vectorcall arguments
+// and the function itself).
+bool count_repeat(uint32_t kind, PyObject* object, PyObject* attribute, PyObject* result, AccessSite* site);
 
 // A successful access at `site` about to be recorded in full, writer lock held. Returns the
 // serial its record carries (0: its repeats will not be counted, as for an object the

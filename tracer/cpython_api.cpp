@@ -370,7 +370,47 @@ PyObject* type_of_slow(PyObject* o) {
   return t;
 }
 
+void probe_frame_layout(PyObject* frame) {
+  if (py.frame_layout_probed || !frame) return;
+  py.frame_layout_probed = true;
+  static void* frame_type = dlsym(RTLD_DEFAULT, "PyFrame_Type");
+  if (py.minor < 8 || py.minor > 10 || py.ob_type_offset < 0 || !frame_type || type_of(frame) != frame_type) return;
+  int back = py.ob_type_offset + layout::kFrameBack;
+  int code = py.ob_type_offset + layout::kFrameCode;
+  int lasti = py.ob_type_offset + (py.minor == 10 ? layout::kFrameLasti310 : layout::kFrameLasti38);
+  int unit = py.minor == 10 ? layout::kCodeUnit310 : 1;
+  const char* f = reinterpret_cast<const char*>(frame);
+  PyObject* s_back = *reinterpret_cast<PyObject* const*>(f + back);
+  PyObject* s_code = *reinterpret_cast<PyObject* const*>(f + code);
+  long s_lasti = *reinterpret_cast<const int*>(f + lasti);
+  PyObject *et = nullptr, *ev = nullptr, *tb = nullptr;
+  py.PyErr_Fetch(&et, &ev, &tb);
+  PyObject* a_back = py.PyObject_GetAttrString(frame, "f_back");
+  PyObject* a_code = py.PyObject_GetAttrString(frame, "f_code");
+  PyObject* a_lasti = py.PyObject_GetAttrString(frame, "f_lasti");
+  long l = a_lasti ? py.PyLong_AsLong(a_lasti) : -1;
+  // The outermost frame's f_back is null, which the attribute gives as None.
+  bool ok = a_back && a_code && a_lasti && a_code == s_code && a_back == (s_back ? s_back : py.None) && l >= 0 &&
+            l == s_lasti * unit;
+  if (a_back) py.Py_DecRef(a_back);
+  if (a_code) py.Py_DecRef(a_code);
+  if (a_lasti) py.Py_DecRef(a_lasti);
+  py.PyErr_Clear();
+  py.PyErr_Restore(et, ev, tb);
+  if (!ok) return;
+  py.frame_back_offset = back;
+  py.frame_lasti_offset = lasti;
+  py.frame_lasti_unit = unit;
+  py.frame_code_offset = code;  // last: frame_position takes it as saying the others are set
+}
+
 PyObject* frame_back(PyObject* frame) {
+  probe_frame_layout(frame);
+  if (py.frame_back_offset >= 0) {
+    PyObject* b = *reinterpret_cast<PyObject* const*>(reinterpret_cast<const char*>(frame) + py.frame_back_offset);
+    if (b) py.Py_IncRef(b);
+    return b;
+  }
   if (py.PyFrame_GetBack) return py.PyFrame_GetBack(frame);
   PyObject* b = py.PyObject_GetAttrString(frame, "f_back");
   if (!b) { py.PyErr_Clear(); return nullptr; }
@@ -379,6 +419,12 @@ PyObject* frame_back(PyObject* frame) {
 }
 
 PyObject* frame_code(PyObject* frame) {
+  probe_frame_layout(frame);
+  if (py.frame_code_offset >= 0) {
+    PyObject* c = *reinterpret_cast<PyObject* const*>(reinterpret_cast<const char*>(frame) + py.frame_code_offset);
+    if (c) py.Py_IncRef(c);
+    return c;
+  }
   if (py.PyFrame_GetCode) return py.PyFrame_GetCode(frame);
   PyObject* c = py.PyObject_GetAttrString(frame, "f_code");
   if (!c) py.PyErr_Clear();
@@ -474,10 +520,16 @@ bool advance_line_310(LineCursor& c) {
   return true;
 }
 
-// The start of the instruction the frame is at, in bytes. 3.8-3.10 have no accessor:
-// frame.f_lasti is that offset there (3.10 converts its code-unit index).
+// The start of the instruction the frame is at, in bytes. 3.8-3.10 have no accessor: the
+// frame object's f_lasti is read where probe_frame_layout confirmed it, else the attribute
+// frame.f_lasti, that offset (3.10 converts its code-unit index).
 int frame_lasti(PyObject* frame) {
   if (py.PyFrame_GetLasti) return py.PyFrame_GetLasti(frame);
+  probe_frame_layout(frame);
+  if (py.frame_lasti_offset >= 0) {
+    int i = *reinterpret_cast<const int*>(reinterpret_cast<const char*>(frame) + py.frame_lasti_offset);
+    return i < 0 ? -1 : i * py.frame_lasti_unit;
+  }
   static PyObject* name = nullptr;  // deliberate: kept for the process lifetime
   if (!name && !(name = py.PyUnicode_InternFromString("f_lasti"))) { py.PyErr_Clear(); return -1; }
   PyObject* v = py.PyObject_GetAttr(frame, name);
@@ -507,6 +559,21 @@ int lnotab_line(LineCursor& c, uint32_t a) {
 }
 
 }  // namespace
+
+bool frame_position_slow(PyObject* frame, PyObject** code, int* lasti) {
+  if (!py.frame_layout_probed) {
+    probe_frame_layout(frame);
+    if (py.frame_code_offset >= 0) return frame_position(frame, code, lasti);
+  }
+  PyObject* c = frame_code(frame);
+  if (!c) return false;
+  py.Py_DecRef(c);  // the running frame holds it: only its address is used
+  int i = frame_lasti(frame);
+  if (i < 0) return false;
+  *code = c;
+  *lasti = i;
+  return true;
+}
 
 int frame_line(PyObject* frame, LineCursor* c) {
   if (c && c->table) {

@@ -5,7 +5,10 @@
 //
 // Rules that keep one binary valid everywhere:
 //  - only exported functions, never macros that read struct fields (Py_TYPE, Py_INCREF,
-//    PyFrameObject members): field offsets differ between versions and debug builds;
+//    PyFrameObject members): field offsets differ between versions and debug builds. The
+//    exceptions are the layouts in `layout` below, each read only for the versions named
+//    there and, where a wrong offset could matter, only once a probe on a real object
+//    confirmed it;
 //  - functions that appeared later (PyFrame_GetBack 3.9, dict watchers 3.12) are optional
 //    and have a fallback or a documented loss of precision.
 #pragma once
@@ -180,6 +183,14 @@ struct CPythonApi {
   // Where a compact ASCII str's characters start (after PyASCIIObject: 48 bytes up to
   // 3.11, which still has wstr, 40 from 3.12), -1 until probe_str_layout confirmed it.
   int ascii_data_offset = -1;
+  // Where a frame object keeps f_back, f_code and f_lasti (3.8-3.10), -1 until
+  // probe_frame_layout confirmed them on a running frame; f_lasti counts in
+  // frame_lasti_unit bytes (3.10: code units of 2).
+  int frame_back_offset = -1;
+  int frame_code_offset = -1;
+  int frame_lasti_offset = -1;
+  int frame_lasti_unit = 1;
+  bool frame_layout_probed = false;
 };
 
 extern CPythonApi py;
@@ -234,6 +245,16 @@ constexpr int kMethodDescrMethod = 32;
 // Line tables (3.8-3.10): (unsigned byte increment, signed line increment) pairs.
 constexpr size_t kLineTableEntry = 2;      // co_lnotab, 3.10's co_linetable: bytes per pair
 constexpr int8_t kLineTable310NoLine = -128;  // 3.10's line increment for "no line" (PEP 626)
+// PyFrameObject, whose layout 3.8-3.10 publish (Include/frameobject.h, 3.9-3.10
+// Include/cpython/frameobject.h): PyObject_VAR_HEAD, f_back, f_code, f_builtins, f_globals,
+// f_locals, f_valuestack, then on 3.8 and 3.9 f_stacktop, f_trace, two chars, f_gen, f_lasti
+// (bytes), on 3.10 f_trace, f_stackdepth and two chars (one word), f_gen, f_lasti (code
+// units). From ob_type. 3.11+ frame objects point at an internal frame: not read.
+constexpr int kFrameBack = 16;
+constexpr int kFrameCode = 24;
+constexpr int kFrameLasti38 = 96;   // 3.8, 3.9
+constexpr int kFrameLasti310 = 88;  // 3.10
+constexpr int kCodeUnit310 = 2;     // bytes per 3.10 f_lasti unit (frame.f_lasti doubles it)
 // PyFunctionObject is about twenty words on every version: a tp_vectorcall_offset past
 // this bound means a layout the tracer does not know.
 constexpr intptr_t kMaxFunctionVectorcallOffset = 512;
@@ -414,9 +435,44 @@ bool python_calls_reach_function_entry();
 // objects, names, docs and signatures stay as they are.
 void* patch_builtin_function(PyObject* fn, const char* name, int flags, void* hook);
 
-// Frame walking, one spelling for all versions. Returns new references.
+// Frame walking, one spelling for all versions. Returns new references. 3.8 has no
+// PyFrame_GetBack or PyFrame_GetCode: there, as on 3.9 and 3.10, the fields are read from
+// the frame object once probe_frame_layout confirmed where they sit.
 PyObject* frame_back(PyObject* frame);
 PyObject* frame_code(PyObject* frame);
+
+// Checks layout::kFrame* on `frame` (a frame object, GIL held) against its attributes, once
+// per process, on 3.8-3.10; sets the CPythonApi::frame_* offsets when they match. Any
+// pending exception is kept as it was.
+void probe_frame_layout(PyObject* frame);
+
+// A running frame's code object (borrowed: the frame holds it) and the byte offset of its
+// current instruction. This keys the repeated proxy-access path (access_repeats.h), so it
+// takes the cheapest correct way on each version: on 3.8-3.10 two loads from the frame
+// object (an attribute lookup of f_code cost about 190 instructions on 3.8, and 3.9's and
+// 3.10's PyFrame_GetCode is a call, an incref and a decref, and their f_lasti is an
+// attribute); on 3.11+ PyFrame_GetCode and PyFrame_GetLasti. False (nothing set) when
+// neither gives them; an error is not left set.
+bool frame_position_slow(PyObject* frame, PyObject** code, int* lasti);
+inline bool frame_position(PyObject* frame, PyObject** code, int* lasti) {
+  PyObject* c;
+  int i;
+  if (py.frame_code_offset >= 0) {
+    const char* f = reinterpret_cast<const char*>(frame);
+    c = *reinterpret_cast<PyObject* const*>(f + py.frame_code_offset);
+    i = *reinterpret_cast<const int*>(f + py.frame_lasti_offset) * py.frame_lasti_unit;
+  } else if (py.PyFrame_GetLasti && py.PyFrame_GetCode) {
+    c = py.PyFrame_GetCode(frame);
+    py.Py_DecRef(c);  // the running frame holds it: only its address is used
+    i = py.PyFrame_GetLasti(frame);
+  } else {
+    return frame_position_slow(frame, code, lasti);
+  }
+  if (!c || i < 0) return false;
+  *code = c;
+  *lasti = i;
+  return true;
+}
 
 // The line a frame is at, from a cursor over its code object's line table that is kept
 // between calls. PyFrame_GetLineNumber scans the table from its start on every call

@@ -86,17 +86,18 @@ PyObject* observed_entry(PyObject* fn, PyObject* const* args, size_t nargsf, PyO
   // site's identity check then fails on the function, sending the access to the full
   // record, which checks the module).
   AccessSite site;
-  bool sited = res && access_site(kind, kind == MODULE_GETATTR ? fn : args[0], attr, &site);
-  if (sited && count_repeat(site, res)) return res;
+  site.code = nullptr;
+  if (res && count_repeat(kind, kind == MODULE_GETATTR ? fn : args[0], attr, res, &site)) return res;
+  const AccessSite* sited = site.code ? &site : nullptr;
   if (kind == MODULE_GETATTR) {
     // The module by the name taken when it was observed: the function's globals are not
     // always the module's (Debian's lazy_loader.attach defines __getattr__ in lazy_loader
     // itself), and holding the name rather than the module adds no reference to it.
     PyObject* modules = py.PyImport_GetModuleDict();
     PyObject* module = modules && o->name ? dict_lookup(modules, o->name) : nullptr;
-    record_forward(MODULE_GETATTR, module ? module : fn, attr, res, sited ? &site : nullptr);
+    record_forward(MODULE_GETATTR, module ? module : fn, attr, res, sited);
   } else {
-    record_forward(kind, args[0], attr, res, sited ? &site : nullptr);
+    record_forward(kind, args[0], attr, res, sited);
   }
   return res;
 }
