@@ -190,44 +190,31 @@ typedef PyObject* (*KeywordsMethod)(PyObject*, PyObject*, PyObject*);
 
 // Each hook is a compare and a tail call to CPython's function for any other dict; the
 // observing path is out of line so that the hook needs no stack frame of its own.
-[[gnu::noinline]] PyObject* pop_observed(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
-  auto orig = reinterpret_cast<FastMethod>(g_observers.orig_method[kPop]);
+// pop(key[, default]) and setdefault(key[, default]) take the key first and share one
+// hook, instantiated per method so that each reads its own saved function.
+template <DictMethod kMethod>
+[[gnu::noinline]] PyObject* key_method_observed(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  auto orig = reinterpret_cast<FastMethod>(g_observers.orig_method[kMethod]);
   return observe_method(self, args[0], false, [&] { return orig(self, args, nargs); });
 }
-PyObject* dict_pop_hook(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+template <DictMethod kMethod>
+PyObject* dict_key_method_hook(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   if (__builtin_expect(self != sys_modules() || nargs < 1, 1))
-    return reinterpret_cast<FastMethod>(g_observers.orig_method[kPop])(self, args, nargs);
-  return pop_observed(self, args, nargs);
+    return reinterpret_cast<FastMethod>(g_observers.orig_method[kMethod])(self, args, nargs);
+  return key_method_observed<kMethod>(self, args, nargs);
 }
 
-[[gnu::noinline]] PyObject* setdefault_observed(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
-  auto orig = reinterpret_cast<FastMethod>(g_observers.orig_method[kSetdefault]);
-  return observe_method(self, args[0], false, [&] { return orig(self, args, nargs); });
+// popitem() and clear() take no argument; clear changes every key at once (`whole`).
+template <DictMethod kMethod, bool kWhole>
+[[gnu::noinline]] PyObject* no_args_method_observed(PyObject* self, PyObject* unused) {
+  auto orig = reinterpret_cast<NoArgsMethod>(g_observers.orig_method[kMethod]);
+  return observe_method(self, nullptr, kWhole, [&] { return orig(self, unused); });
 }
-PyObject* dict_setdefault_hook(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
-  if (__builtin_expect(self != sys_modules() || nargs < 1, 1))
-    return reinterpret_cast<FastMethod>(g_observers.orig_method[kSetdefault])(self, args, nargs);
-  return setdefault_observed(self, args, nargs);
-}
-
-[[gnu::noinline]] PyObject* popitem_observed(PyObject* self, PyObject* unused) {
-  auto orig = reinterpret_cast<NoArgsMethod>(g_observers.orig_method[kPopitem]);
-  return observe_method(self, nullptr, false, [&] { return orig(self, unused); });
-}
-PyObject* dict_popitem_hook(PyObject* self, PyObject* unused) {
+template <DictMethod kMethod, bool kWhole>
+PyObject* dict_no_args_method_hook(PyObject* self, PyObject* unused) {
   if (__builtin_expect(self != sys_modules(), 1))
-    return reinterpret_cast<NoArgsMethod>(g_observers.orig_method[kPopitem])(self, unused);
-  return popitem_observed(self, unused);
-}
-
-[[gnu::noinline]] PyObject* clear_observed(PyObject* self, PyObject* unused) {
-  auto orig = reinterpret_cast<NoArgsMethod>(g_observers.orig_method[kClear]);
-  return observe_method(self, nullptr, true, [&] { return orig(self, unused); });
-}
-PyObject* dict_clear_hook(PyObject* self, PyObject* unused) {
-  if (__builtin_expect(self != sys_modules(), 1))
-    return reinterpret_cast<NoArgsMethod>(g_observers.orig_method[kClear])(self, unused);
-  return clear_observed(self, unused);
+    return reinterpret_cast<NoArgsMethod>(g_observers.orig_method[kMethod])(self, unused);
+  return no_args_method_observed<kMethod, kWhole>(self, unused);
 }
 
 [[gnu::noinline]] PyObject* update_observed(PyObject* self, PyObject* args, PyObject* kwargs) {
@@ -252,11 +239,11 @@ PyObject* dict_inplace_or_hook(PyObject* self, PyObject* other) {
 void observe_dict_methods() {
   struct Entry { DictMethod which; const char* name; int flags; void* hook; };
   const Entry entries[] = {
-      {kPop, "pop", METH_FASTCALL, reinterpret_cast<void*>(dict_pop_hook)},
-      {kPopitem, "popitem", METH_NOARGS, reinterpret_cast<void*>(dict_popitem_hook)},
-      {kClear, "clear", METH_NOARGS, reinterpret_cast<void*>(dict_clear_hook)},
+      {kPop, "pop", METH_FASTCALL, reinterpret_cast<void*>(dict_key_method_hook<kPop>)},
+      {kPopitem, "popitem", METH_NOARGS, reinterpret_cast<void*>(dict_no_args_method_hook<kPopitem, false>)},
+      {kClear, "clear", METH_NOARGS, reinterpret_cast<void*>(dict_no_args_method_hook<kClear, true>)},
       {kUpdate, "update", METH_VARARGS | METH_KEYWORDS, reinterpret_cast<void*>(dict_update_hook)},
-      {kSetdefault, "setdefault", METH_FASTCALL, reinterpret_cast<void*>(dict_setdefault_hook)},
+      {kSetdefault, "setdefault", METH_FASTCALL, reinterpret_cast<void*>(dict_key_method_hook<kSetdefault>)},
   };
   // With the GIL held no call can reach a hook before its original is stored.
   for (const Entry& e : entries)

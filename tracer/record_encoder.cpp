@@ -12,11 +12,8 @@ void encode_modules_change(const ModulesChangeRecord& c) {
   if (c.old_value) put_object(b, ModulesChange::old_, *c.old_value);
   if (c.new_value) put_object(b, ModulesChange::new_, *c.new_value);
   for (int i = 0; i < c.stack_depth; ++i) put_location(b, ModulesChange::stack, c.stack[i]);
-  wire::put_uint(b, ModulesChange::time_ns, c.context.time_ns);
-  wire::put_uint(b, ModulesChange::thread, c.context.thread);
-  wire::put_uint(b, ModulesChange::test, c.context.test);
+  put_context(b, c.context, {ModulesChange::time_ns, ModulesChange::thread, ModulesChange::test, ModulesChange::during_import});
   wire::put_uint(b, ModulesChange::precision, c.precision);
-  wire::put_uint(b, ModulesChange::during_import, c.context.during_import);
   wire::put_bool(b, ModulesChange::by_import_system, c.by_import_system);
   TraceWriter::end_record(r);
 }
@@ -140,10 +137,7 @@ void encode_lazy_binding(const LazyBindingRecord& c) {
     wire::put_uint(b, LazyImport::name, c.name);
     wire::put_uint(b, LazyImport::target, c.target);
     if (c.at) put_location(b, LazyImport::declared_at, *c.at);
-    wire::put_uint(b, LazyImport::test, c.context.test);
-    wire::put_uint(b, LazyImport::time_ns, c.context.time_ns);
-    wire::put_uint(b, LazyImport::thread, c.context.thread);
-    wire::put_uint(b, LazyImport::during_import, c.context.during_import);
+    put_context(b, c.context, {LazyImport::time_ns, LazyImport::thread, LazyImport::test, LazyImport::during_import});
     TraceWriter::end_record(r);
     return;
   }
@@ -153,10 +147,7 @@ void encode_lazy_binding(const LazyBindingRecord& c) {
   wire::put_uint(b, LazyReified::name, c.name);
   if (c.object) put_object(b, LazyReified::object, *c.object);
   if (c.at) put_location(b, LazyReified::used_at, *c.at);
-  wire::put_uint(b, LazyReified::test, c.context.test);
-  wire::put_uint(b, LazyReified::time_ns, c.context.time_ns);
-  wire::put_uint(b, LazyReified::thread, c.context.thread);
-  wire::put_uint(b, LazyReified::during_import, c.context.during_import);
+  put_context(b, c.context, {LazyReified::time_ns, LazyReified::thread, LazyReified::test, LazyReified::during_import});
   TraceWriter::end_record(r);
 }
 

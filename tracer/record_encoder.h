@@ -44,6 +44,17 @@ struct RecordContext {
   uint64_t during_import = 0;  // the import in progress (its index + 1), 0: none
 };
 
+// A record's context in the four fields its message numbers them with.
+struct ContextFields {
+  uint32_t time_ns, thread, test, during_import;
+};
+inline void put_context(wire::ByteBuf& b, const RecordContext& c, ContextFields f) {
+  wire::put_uint(b, f.time_ns, c.time_ns);
+  wire::put_uint(b, f.thread, c.thread);
+  wire::put_uint(b, f.test, c.test);
+  wire::put_uint(b, f.during_import, c.during_import);
+}
+
 // One change of sys.modules (imptrace.ModulesChange).
 struct ModulesChangeRecord {
   uint32_t key = 0;
