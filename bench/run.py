@@ -284,7 +284,7 @@ def split_workload(w):
 REAL_SUITE = "/usr/lib/python3/dist-packages/sympy/core/tests"
 
 
-def generate(work, workloads=()):
+def generate(work, workloads=(), windows=False):
     if os.path.exists(work):
         shutil.rmtree(work)
     os.makedirs(work)
@@ -292,10 +292,11 @@ def generate(work, workloads=()):
     os.makedirs(src)
     gen_tree(src)
     write(os.path.join(src, "tree_main.py"), "import bt_root\n")
-    build_window_lib(src)
-    global TREE_WINDOW_IMPORTS
-    TREE_WINDOW_IMPORTS = gen_tree(src, top="btw_root", window=5)[1]
-    write(os.path.join(src, "tree_window_main.py"), "import btw_root\n")
+    if windows:  # valgrind's headers needed only here
+        build_window_lib(src)
+        global TREE_WINDOW_IMPORTS
+        TREE_WINDOW_IMPORTS = gen_tree(src, top="btw_root", window=5)[1]
+        write(os.path.join(src, "tree_window_main.py"), "import btw_root\n")
     write(os.path.join(src, "torch_main.py"), "import torch\n")
     gen_storm(src)
     gen_hot(src)
@@ -313,7 +314,8 @@ def generate(work, workloads=()):
     longs = {split_workload(w)[1] for w in workloads if w.startswith("long")}
     if longs:
         gen_long(os.path.join(work, "long"))
-        build_window_lib(os.path.join(work, "long"))
+        if windows:
+            build_window_lib(os.path.join(work, "long"))
         for py in sorted(longs):  # each interpreter its own .pyc (the drivers are scripts)
             subprocess.run([py, "-m", "compileall", "-q", "-j0", os.path.join(work, "long", "lm")],
                            check=True, stdout=subprocess.DEVNULL)
@@ -1196,7 +1198,8 @@ def main():
     try:
         log(f"bench: generating workloads in {work}")
         src, suite = generate(work, workloads + [w for w in args.callgrind_workloads.split(",") if w]
-                              if args.callgrind or args.callgrind_windows else workloads)
+                              if args.callgrind or args.callgrind_windows else workloads,
+                              windows=args.callgrind_windows)
         scratch = os.path.join(work, "scratch")
         os.makedirs(scratch)
         per = {}
