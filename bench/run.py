@@ -60,17 +60,27 @@ WRAPPING_HOOKS = ("find_and_load_hook", "handle_fromlist_hook", "call_original",
                   "module_dealloc_hook", "class_setter_hook", "exec_wrapper", "observed_entry")
 
 
-def gen_tree(root, total=5000, top="bt_root"):
+def gen_tree(root, total=5000, top="bt_root", window=None):
     """A package tree of exactly `total` modules: top -> 10 packages -> 10 subpackages each
-    -> leaves. Every __init__ imports its children, so `import bt_root` loads them all."""
+    -> leaves. Every __init__ imports its children, so `import bt_root` loads them all.
+    `window`: the package a{window} is imported inside a callgrind window; returns then the
+    number of imports in it too."""
     n_a, n_b = 10, 10
     packages = 1 + n_a + n_a * n_b
     leaves = total - packages
     per_b = [leaves // (n_a * n_b) + (1 if k < leaves % (n_a * n_b) else 0)
              for k in range(n_a * n_b)]
     base = os.path.join(root, top)
-    write(os.path.join(base, "__init__.py"),
-          "".join(f"from . import a{a}\n" for a in range(n_a)))
+    if window is None:
+        write(os.path.join(base, "__init__.py"),
+              "".join(f"from . import a{a}\n" for a in range(n_a)))
+    else:  # --callgrind-windows: package a{window}'s imports (a sixth of the run on) counted
+        write(os.path.join(base, "__init__.py"),
+              WINDOW_PRELUDE.replace("__file__", "os.path.dirname(__file__)")
+              + "".join(("_window.imptrace_bench_window_open()\n" if a == window else "")
+                        + f"from . import a{a}\n"
+                        + ("_window.imptrace_bench_window_close()\n" if a == window else "")
+                        for a in range(n_a)))
     k = 0
     for a in range(n_a):
         write(os.path.join(base, f"a{a}", "__init__.py"),
@@ -82,6 +92,8 @@ def gen_tree(root, total=5000, top="bt_root"):
             for m in range(per_b[k]):
                 write(os.path.join(d, f"m{m}.py"), LEAF.format(name=f"{top}.a{a}.b{b}.m{m}", i=m))
             k += 1
+    if window is not None:
+        return total, 1 + n_b + sum(per_b[window * n_b:(window + 1) * n_b])
     return total
 
 
@@ -176,7 +188,11 @@ WRAPPER = textwrap.dedent('''\
     ''')
 
 
-def gen_long(root, total=20000, lengths=(5000, 20000)):
+LONG_LENGTHS = (5000, 20000)
+TREE_WINDOW_IMPORTS = 0  # set by generate()
+
+
+def gen_long(root, total=20000, lengths=LONG_LENGTHS):
     """Issue 17's importer: `total` one-line modules in package `lm`, and for each length N a
     driver `longN_main.py` with N lines `import lm.mI`, one module each (all top-level
     imports from one frame). Any per-import cost that grows with the importer's length or
@@ -186,6 +202,42 @@ def gen_long(root, total=20000, lengths=(5000, 20000)):
         write(os.path.join(root, "lm", f"m{i}.py"), f"VALUE = {i}\n")
     for n in lengths:
         write(os.path.join(root, f"long{n}_main.py"), "".join(f"import lm.m{i}\n" for i in range(n)))
+        # The same driver with callgrind windows (--callgrind-windows): the last
+        # WINDOW_IMPORTS imports of every length up to n, so that the longest driver counts
+        # the same imports as the shorter one (cost against the file's length) and its own
+        # last ones (cost against the number of imports made before).
+        starts = {m - WINDOW_IMPORTS for m in lengths if m <= n}
+        lines = [WINDOW_PRELUDE]
+        for i in range(n):
+            if i in starts:
+                lines.append("_window.imptrace_bench_window_open()\n")
+            lines.append(f"import lm.m{i}\n")
+            if i + 1 in {a + WINDOW_IMPORTS for a in starts}:
+                lines.append("_window.imptrace_bench_window_close()\n")
+        write(os.path.join(root, f"long{n}_window_main.py"), "".join(lines))
+
+
+# Callgrind windows (--callgrind-windows): the run goes under valgrind uninstrumented
+# (--instr-atstart=no, several times faster) but for the windows a driver opens and closes
+# through this library, each dumped to its own file. Untraced and traced runs count the
+# same imports, so the difference is the tracer's cost per import at that point of the run,
+# without start-up and without instrumenting the rest (a 20,000-line run whole takes an
+# hour of callgrind on a loaded machine).
+WINDOW_IMPORTS = 1000
+WINDOW_C = """/* bench/run.py's callgrind windows: instructions counted between open and close only. */
+#include <valgrind/callgrind.h>
+void imptrace_bench_window_open(void) { CALLGRIND_START_INSTRUMENTATION; CALLGRIND_ZERO_STATS; }
+void imptrace_bench_window_close(void) { CALLGRIND_DUMP_STATS_AT("window"); CALLGRIND_STOP_INSTRUMENTATION; }
+"""
+WINDOW_LIB = "imptrace_bench_window.so"
+WINDOW_PRELUDE = ("import ctypes, os\n"
+                  f"_window = ctypes.CDLL(os.path.join(os.path.dirname(os.path.abspath(__file__)), {WINDOW_LIB!r}))\n")
+
+
+def build_window_lib(d):
+    write(os.path.join(d, "imptrace_bench_window.c"), WINDOW_C)
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", os.path.join(d, WINDOW_LIB),
+                    os.path.join(d, "imptrace_bench_window.c")], check=True)
 
 
 # Interpreters a workload can name after "@" (long5000@3.10): the long importer is measured
@@ -219,7 +271,7 @@ def split_workload(w):
 REAL_SUITE = "/usr/lib/python3/dist-packages/sympy/core/tests"
 
 
-def generate(work, workloads=()):
+def generate(work, workloads=(), windows=False):
     if os.path.exists(work):
         shutil.rmtree(work)
     os.makedirs(work)
@@ -227,6 +279,11 @@ def generate(work, workloads=()):
     os.makedirs(src)
     gen_tree(src)
     write(os.path.join(src, "tree_main.py"), "import bt_root\n")
+    if windows:  # valgrind's headers needed only here
+        build_window_lib(src)
+        global TREE_WINDOW_IMPORTS
+        TREE_WINDOW_IMPORTS = gen_tree(src, top="btw_root", window=5)[1]
+        write(os.path.join(src, "tree_window_main.py"), "import btw_root\n")
     write(os.path.join(src, "torch_main.py"), "import torch\n")
     gen_storm(src)
     gen_hot(src)
@@ -237,9 +294,15 @@ def generate(work, workloads=()):
     for d in (src, suite):
         subprocess.run([PY, "-m", "compileall", "-q", "-j0", d], check=True,
                        stdout=subprocess.DEVNULL)
+    # The other interpreters named (tree@3.8) read bytecode of their own, made here too.
+    for py in sorted(p for p in {split_workload(w)[1] for w in workloads if not w.startswith("long")}
+                     if p.startswith(PYENV)):
+        subprocess.run([py, "-m", "compileall", "-q", "-j0", src], check=True, stdout=subprocess.DEVNULL)
     longs = {split_workload(w)[1] for w in workloads if w.startswith("long")}
     if longs:
         gen_long(os.path.join(work, "long"))
+        if windows:
+            build_window_lib(os.path.join(work, "long"))
         for py in sorted(longs):  # each interpreter its own .pyc (the drivers are scripts)
             subprocess.run([py, "-m", "compileall", "-q", "-j0", os.path.join(work, "long", "lm")],
                            check=True, stdout=subprocess.DEVNULL)
@@ -318,10 +381,13 @@ CONTENDERS = ["untraced", "inert", "imptrace", "imptrace+native", "imptrace+nati
 TRACING = ("imptrace", "imptrace+native", "imptrace+native-bt")
 
 
-def command(workload, contender, src, suite, lib, tracedir):
-    """argv, env, cwd for one workload under one contender."""
+def command(workload, contender, src, suite, lib, tracedir, window=False):
+    """argv, env, cwd for one workload under one contender. `window`: the driver with
+    callgrind windows (tree and long*)."""
     env = base_env()
     workload, py = split_workload(workload)  # the interpreter of this run
+    if window:
+        workload += "_window"
     if workload == "pytest":
         target, cwd = ["-m", "pytest", "--collect-only", "-q", "tests"], suite
     elif workload == "realpytest":
@@ -606,7 +672,51 @@ def callgrind_totals(path):
     raise SystemExit(f"no totals in {path}")
 
 
-def run_callgrind(workload, src, suite, lib, viewer, scratch, imports, log, profile=True):
+def window_imports(workload):
+    """The imports each callgrind window of a workload's windowed driver holds, in order."""
+    base = split_workload(workload)[0]
+    if base == "tree":
+        return [TREE_WINDOW_IMPORTS]
+    n = int(base[len("long"):])
+    return [WINDOW_IMPORTS] * len([m for m in LONG_LENGTHS if m <= n])
+
+
+def window_labels(workload):
+    base = split_workload(workload)[0]
+    if base == "tree":
+        return ["imports of one of the 10 packages"]
+    n = int(base[len("long"):])
+    return [f"imports {m - WINDOW_IMPORTS:,}-{m - 1:,}" for m in LONG_LENGTHS if m <= n]
+
+
+def run_callgrind_windows(workload, src, suite, lib, scratch, log):
+    """Instructions in each window of the workload's windowed driver, untraced and traced:
+    {contender: [Ir per window]}, and the seconds each run took."""
+    out, secs = {}, {}
+    for c in ("untraced", "imptrace"):
+        tracedir = os.path.join(scratch, f"trace-cgw-{workload}-{c}")
+        argv, env, cwd = command(workload, c, src, suite, lib, tracedir, window=True)
+        env["PYTHONHASHSEED"] = "0"
+        cg = os.path.join(scratch, f"callgrind.{workload}.window.{c}.out")
+        t0 = time.perf_counter()
+        rc = subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no",
+                             f"--callgrind-out-file={cg}"] + argv,
+                            env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+        secs[c] = time.perf_counter() - t0
+        shutil.rmtree(tracedir, ignore_errors=True)
+        n = len(window_imports(workload))
+        dumps = [f"{cg}.{k}" for k in range(1, n + 1)]
+        if rc != 0 or not all(os.path.exists(d) for d in dumps):
+            log(f"  callgrind windows {workload} {c}: failed (status {rc})")
+            return None
+        out[c] = [callgrind_totals(d)["Ir"] for d in dumps]
+        log(f"  callgrind windows {workload} {c}: {', '.join(f'{x:,}' for x in out[c])} in {secs[c]:.0f}s")
+    return out, secs
+
+
+def run_callgrind(workload, src, suite, lib, viewer, scratch, imports, log, profile=True, quick=False):
+    """`quick`: instructions only (no cache simulation, no inert run), about half the time:
+    what the long importer's growth check needs on six interpreters."""
     if not shutil.which("valgrind"):
         return None
     out = {}
@@ -614,7 +724,7 @@ def run_callgrind(workload, src, suite, lib, viewer, scratch, imports, log, prof
     # inert: the library preloaded and disabled. What it adds is the preload's own cost,
     # which every contender that preloads pays: the dynamic linker searches the preloaded
     # library first for every symbol of every library loaded later (torch's are many).
-    for c in ("untraced", "inert", "imptrace"):
+    for c in (("untraced", "imptrace") if quick else ("untraced", "inert", "imptrace")):
         tracedir = os.path.join(scratch, f"trace-cg-{workload}-{c}")
         argv, env, cwd = command(workload, c, src, suite, lib, tracedir)
         # Fixed str hashes: with randomised ones, dict probe lengths (and so the counts)
@@ -625,7 +735,7 @@ def run_callgrind(workload, src, suite, lib, viewer, scratch, imports, log, prof
         # The cache simulation: on the CI machine the tracer's added CPU time is about
         # twice what its instructions explain, and first-level instruction cache misses
         # (its code evicting the interpreter's between imports, and back) are the rest.
-        rc = subprocess.run(["valgrind", "--tool=callgrind", "--cache-sim=yes",
+        rc = subprocess.run(["valgrind", "--tool=callgrind", f"--cache-sim={'no' if quick else 'yes'}",
                              f"--callgrind-out-file={cg}"] + argv,
                             env=env, cwd=cwd, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL).returncode
@@ -662,6 +772,27 @@ def run_callgrind(workload, src, suite, lib, viewer, scratch, imports, log, prof
         self_un = annotate(out["untraced"][2], False)
         top = (incl, self_imp, self_un)
     return out, top, imports, notes
+
+
+def window_report(cgw):
+    L = ["## Instructions per import in callgrind windows (the same imports untraced and traced)", ""]
+    L.append("| workload | interpreter | window | imports | untraced Ir | traced Ir | ratio "
+             "| untraced/import | +instructions/import | callgrind wall s |")
+    L.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for w, (counts, secs) in cgw.items():
+        base, py = split_workload(w)
+        for label, n, un, im in zip(window_labels(w), window_imports(w), counts["untraced"], counts["imptrace"]):
+            L.append(f"| {base} | {py} | {label} | {n:,} | {un:,} | {im:,} | {im / un:.3f} | {un / n:,.0f} "
+                     f"| {(im - un) / n:+,.0f} | {secs['untraced']:.0f} + {secs['imptrace']:.0f} |")
+    L.append("")
+    L.append("A window counts only the instructions between its open and close (valgrind "
+             "`--instr-atstart=no`, callgrind's client requests from a small library the driver loads "
+             "with ctypes); `PYTHONHASHSEED=0`. The whole-`sys.modules` walk of 3.11 (and of 3.8-3.10 "
+             "after a change no hook saw) runs on a time budget, so a window holds a varying number "
+             "of walks: its figure moves by up to a few thousand instructions per import from run "
+             "to run there.")
+    L.append("")
+    return L
 
 
 def short_fn(fn):
@@ -1012,6 +1143,12 @@ def main():
                          "@debian: /usr/bin/python3, the default), e.g. long20000@3.10,long20000@3.12")
     ap.add_argument("--callgrind-workloads", default="tree,torch",
                     help="workloads --callgrind counts (default tree,torch; same names as --workloads)")
+    ap.add_argument("--callgrind-quick", action="store_true",
+                    help="with --callgrind: instructions only, no cache simulation and no inert run")
+    ap.add_argument("--callgrind-windows", action="store_true",
+                    help="instructions of the same imports untraced and traced, counted in windows of the "
+                         "run (tree: one package's imports; longN: the last 1,000 imports of each length up "
+                         "to N), the rest of the run uninstrumented; for --callgrind-workloads tree and long*")
     ap.add_argument("--spawns", type=int, default=0,
                     help="also time N spawns of /bin/true with libimptrace.so preloaded against an "
                          "empty preloaded library (the inert library's cost outside Python; try 500)")
@@ -1049,7 +1186,8 @@ def main():
     try:
         log(f"bench: generating workloads in {work}")
         src, suite = generate(work, workloads + [w for w in args.callgrind_workloads.split(",") if w]
-                              if args.callgrind else workloads)
+                              if args.callgrind or args.callgrind_windows else workloads,
+                              windows=args.callgrind_windows)
         scratch = os.path.join(work, "scratch")
         os.makedirs(scratch)
         per = {}
@@ -1058,8 +1196,17 @@ def main():
             log(f"bench: {w}, {rounds} rounds")
             res, imports, nproc, comp = bench_workload(w, rounds, src, suite, lib, viewer, scratch, log)
             per[w] = (summarize(w, res, imports), imports, nproc, rounds, comp)
+        cgw = {}
+        if args.callgrind_windows:
+            for w in [w for w in args.callgrind_workloads.split(",") if w]:
+                if split_workload(w)[0] != "tree" and not w.startswith("long"):
+                    raise SystemExit(f"bench: --callgrind-windows: {w} has no windowed driver (tree, long*)")
+                log(f"bench: callgrind windows on {w}")
+                r = run_callgrind_windows(w, src, suite, lib, scratch, log)
+                if r:
+                    cgw[w] = r
         cg = {}
-        if args.callgrind:
+        if args.callgrind and not args.callgrind_windows:
             # The two workloads the overhead targets are about; the profile of where the
             # added instructions go is made for the tree (empty modules: all tracer).
             for w in [w for w in args.callgrind_workloads.split(",") if w]:
@@ -1072,7 +1219,7 @@ def main():
                     run_once(argv, env, cwd)
                     n = count_imports(viewer, tracedir)[0]
                 r = run_callgrind(w, src, suite, lib, viewer, scratch, n, log,
-                                  profile=(w == "tree" or w.startswith("long")))
+                                  profile=(w == "tree" or w.startswith("long")), quick=args.callgrind_quick)
                 if r is None:
                     log(f"bench: no instruction counts for {w}")
                     continue
@@ -1090,6 +1237,8 @@ def main():
             log(f"bench: {args.spawns} spawns of /bin/true, {args.rounds} rounds")
             spawns = bench_spawns(lib, scratch, args.spawns, args.rounds, log)
         text = report(args, cmdline, per, cg, vrows, vbytes, args.viewer_imports)
+        if cgw:
+            text += "\n" + "\n".join(window_report(cgw))
         if spawns:
             text += "\n" + "\n".join(spawn_report(spawns, args.spawns))
         print(text)

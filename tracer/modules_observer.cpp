@@ -76,8 +76,10 @@ int dict_ass_subscript_hook(PyObject* mp, PyObject* key, PyObject* value) {
     // The import system inserting the module it loads, or putting it back after popping
     // it (to move it to the end): nothing to record (its Import record tells it, as on
     // 3.12+), and the shadow takes it from sys.modules at the next boundary. Here it is
-    // only noted, with a reference.
+    // only noted, with a reference. No old value is released: the store runs no code.
+    uint64_t before = dict_version(mp);
     int rc = orig(mp, key, value);
+    if (rc == 0) shadow_note_import_system_change(before, dict_version(mp));
     if (rc == 0 && !in->inserted) {
       py.Py_IncRef(value);
       in->inserted = value;
@@ -158,7 +160,13 @@ PyObject* observe_method(PyObject* modules, PyObject* key, bool whole, Call call
     // The import system's own pop-and-reinsert of the module it loads (3.8-3.11
     // _load_unlocked): the re-insert is told apart at the store slot, as before.
     const InFlight* in = innermost(t);
-    if (in && same_text(key, in->name) && caller_is_importlib()) return call();
+    if (in && same_text(key, in->name) && caller_is_importlib()) {
+      // pop hands the value to its caller (setdefault keeps it): nothing released, no code run.
+      uint64_t before = dict_version(modules);
+      PyObject* res = call();
+      if (res) shadow_note_import_system_change(before, dict_version(modules));
+      return res;
+    }
   }
   ++t.inside_tracer;
   PyObject* old = key ? py.PyDict_GetItem(modules, key) : nullptr;

@@ -88,6 +88,9 @@ struct ModulesShadow {
   // When a top-level boundary's confirming walk may run, and whether one is owed.
   WalkBudget walk_budget;
   bool owed_walk_registered = false;  // the atexit function for an owed walk: one attempt
+  // sys.modules' version tag after the last full comparison, carried forward over each
+  // change shadow_note_import_system_change was told of; 0 once another change came between.
+  uint64_t accounted_version = 0;
 };
 ModulesShadow g_modules_shadow;
 ShadowEntries& g_shadow = g_modules_shadow.shadow;
@@ -189,13 +192,16 @@ void shadow_full_sync(bool initial, bool may_defer = false) {
   if (!initial && g_snap.valid) {
     uint64_t version = dict_version(sys_modules());
     if (version && version == g_snap.version) return;
+    // Only the import system's own changes since the last comparison, and the boundary
+    // checked their names: nothing to confirm, and nothing owed.
+    if (may_defer && version && version == g_modules_shadow.accounted_version) return;
     started = TraceWriter::now_ns();
     if (may_defer && !budget.due(started)) {
       budget.skipped();
       return;
     }
     if (snap_sync_appended()) {
-      g_snap.version = dict_version(sys_modules());
+      g_snap.version = g_modules_shadow.accounted_version = dict_version(sys_modules());
       budget.walked(started, TraceWriter::now_ns());
       return;
     }
@@ -227,6 +233,7 @@ void shadow_full_sync(bool initial, bool may_defer = false) {
   while (py.PyDict_Next(sys_modules(), &pos, &k, &v))
     if (!snap_push(k, v)) break;
   g_snap.version = g_snap.valid ? dict_version(sys_modules()) : 0;
+  g_modules_shadow.accounted_version = dict_version(sys_modules());
   if (started) budget.walked(started, TraceWriter::now_ns());
 }
 
@@ -380,6 +387,11 @@ void shadow_adopt(PyObject* key, PyObject* value, bool describe_value) {
   e->stamp = g_shadow.stamp;
 }
 
+void shadow_note_import_system_change(uint64_t before, uint64_t after) {
+  uint64_t& v = g_modules_shadow.accounted_version;
+  v = v && before == v ? after : 0;
+}
+
 void shadow_register_owed_walk_at_exit() {
   if (g_modules_shadow.owed_walk_registered || !g_modules_shadow.walk_budget.owed() || !in_main_interpreter())
     return;
@@ -415,6 +427,7 @@ void forget_lifetime_shadow() {
   g_modules_shadow.boundary_version = 0;
   g_modules_shadow.walk_budget = WalkBudget();
   g_modules_shadow.owed_walk_registered = false;
+  g_modules_shadow.accounted_version = 0;
 }
 
 }  // namespace imptrace

@@ -21,6 +21,16 @@ namespace imptrace {
 // (`describe_value` false: described later, from the import record).
 void shadow_adopt(PyObject* key, PyObject* value, bool describe_value);
 
+// Around a change of sys.modules that a hook saw and that is the import system's own on the
+// name it is importing (its insertion, its pop and re-insertion; these run none of the
+// program's code), with sys.modules' version tags before and after it. While every change
+// since the last full comparison is one of these, a top-level boundary (whose checks of the
+// import's own name and of the size found nothing) has nothing left for a walk to confirm:
+// any other change, seen or not, moves the version tag without passing here. 3.8-3.10,
+// where the import system's stores reach the hooks: no walk at all for a run of top-level
+// imports (3.11 specialises importlib's store past the hook: budgeted walks as before).
+void shadow_note_import_system_change(uint64_t before, uint64_t after);
+
 // What an import's end found in sys.modules (the boundary does not look it up again).
 struct ImportEndView {
   bool ok;                             // the import succeeded: the next two are known
