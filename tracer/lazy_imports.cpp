@@ -59,10 +59,7 @@ void record(PyObject* dict, PyObject* key, PyObject* value, bool declared) {
     object = describe(value);
     r.object = &object;
   }
-  r.context.time_ns = TraceWriter::now_ns();
-  r.context.thread = t.main_thread ? 0 : t.tid;
-  r.context.test = current_test();
-  r.context.during_import = in ? in->index + 1 : 0;
+  r.context = context_now(t, t.main_thread ? 0 : t.tid);
   encode_lazy_binding(r);
 }
 

@@ -429,10 +429,7 @@ void emit_modules_change(uint32_t key, uint32_t op, const ObjectDescription* old
   r.by_import_system = by_import;
   r.stack = stack;
   r.stack_depth = stack_depth;
-  r.context.time_ns = TraceWriter::now_ns();
-  r.context.thread = t.tid;
-  r.context.test = current_test();
-  r.context.during_import = in ? in->index + 1 : 0;
+  r.context = context_now(t, t.tid);
   encode_modules_change(r);
 }
 

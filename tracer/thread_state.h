@@ -13,6 +13,8 @@
 
 #include "cpython_api.h"
 #include "process_state.h"
+#include "pytest_context.h"
+#include "record_encoder.h"
 #include "trace_writer.h"
 
 namespace imptrace {
@@ -100,6 +102,18 @@ inline const InFlight* innermost(ThreadState& t) {
   if (t.depth <= 0 || t.depth > kMaxDepth) return nullptr;
   const InFlight* f = &t.stack[t.depth - 1];
   return f->generation == TraceWriter::generation() ? f : nullptr;
+}
+
+// A record's context now: the time, `thread` as the record's message numbers threads, the
+// running test and the import in progress.
+inline RecordContext context_now(ThreadState& t, uint64_t thread) {
+  const InFlight* in = innermost(t);
+  RecordContext c;
+  c.time_ns = TraceWriter::now_ns();
+  c.thread = thread;
+  c.test = current_test();
+  c.during_import = in ? in->index + 1 : 0;
+  return c;
 }
 
 // This thread's import stack, mapped on first use; null when it cannot be (no memory): the

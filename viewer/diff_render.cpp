@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "char_escaper.h"
 #include "diff.h"
 #include "bundle.h"
 #include "diff_many.h"
@@ -174,20 +175,10 @@ void finding_json(JsonWriter& w, const Finding& f, bool with_related) {
 
 // Markdown: table cells must not break the table; HTML inside <details> must not inject.
 std::string md_cell(const std::string& s, size_t max = 160) {
-  std::string out;
-  for (char c : s) {
-    if (out.size() >= max) { out += "…"; break; }
-    switch (c) {
-      case '|': out += "\\|"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '`': out += "'"; break;
-      case '\n': case '\r': case '\t': out += ' '; break;
-      default: out += (static_cast<unsigned char>(c) < 0x20) ? '?' : c;
-    }
-  }
-  return out;
+  static const CharEscaper kCell({{'|', "\\|"}, {'<', "&lt;"}, {'>', "&gt;"}, {'&', "&amp;"}, {'`', "'"},
+                                  {'\n', " "}, {'\r', " "}, {'\t', " "}},
+                                 "?");
+  return kCell(s, max);
 }
 
 // Inside a fenced code block: only the fence itself could end it.

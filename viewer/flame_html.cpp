@@ -2,6 +2,7 @@
 // draws it with a small script: drawing in the browser keeps the page small (one record
 // per import, not one element per bar at every zoom level) and lets it zoom.
 #include "flame_html.h"
+#include "char_escaper.h"
 
 #include <sstream>
 
@@ -13,21 +14,10 @@ namespace imptrace {
 namespace html {
 
 std::string escape(const std::string& s) {
-  std::string out;
-  out.reserve(s.size() + 16);
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') out += "?";
-        else out += c;
-    }
-  }
-  return out;
+  static const CharEscaper kHtml(
+      {{'&', "&amp;"}, {'<', "&lt;"}, {'>', "&gt;"}, {'"', "&quot;"}, {'\'', "&#39;"}, {'\n', "\n"}, {'\t', "\t"}},
+      "?");
+  return kHtml(s);
 }
 
 const char kFlameStyle[] = R"(

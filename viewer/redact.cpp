@@ -1,5 +1,6 @@
 // The redaction rules of redact.h, over strings, whole outputs and trace bytes.
 #include "redact.h"
+#include "char_escaper.h"
 
 #include <pwd.h>
 #include <unistd.h>
@@ -550,22 +551,11 @@ std::string xml_unescape(const std::string& s) {
 // Escaped for XML text or an attribute value (whitespace kept as references there, since a
 // parser turns a raw newline in an attribute into a space).
 std::string xml_escape(const std::string& s, bool attribute) {
-  std::string out;
-  out.reserve(s.size() + 16);
-  for (char c : s) {
-    switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += attribute ? "&quot;" : "\""; break;
-      case '\'': out += attribute ? "&apos;" : "'"; break;
-      case '\n': out += attribute ? "&#10;" : "\n"; break;
-      case '\r': out += "&#13;"; break;
-      case '\t': out += attribute ? "&#9;" : "\t"; break;
-      default: out += c;
-    }
-  }
-  return out;
+  static const CharEscaper kText({{'<', "&lt;"}, {'>', "&gt;"}, {'&', "&amp;"}, {'\r', "&#13;"}}, nullptr);
+  static const CharEscaper kAttribute({{'<', "&lt;"}, {'>', "&gt;"}, {'&', "&amp;"}, {'"', "&quot;"}, {'\'', "&apos;"},
+                                       {'\n', "&#10;"}, {'\r', "&#13;"}, {'\t', "&#9;"}},
+                                      nullptr);
+  return attribute ? kAttribute(s) : kText(s);
 }
 
 // Raw text in a CDATA section or a comment: the redactor's placeholders may stand there
