@@ -44,7 +44,6 @@ CodeLocation running_code(bool skip_importlib) {
 
 void record(PyObject* dict, PyObject* key, PyObject* value, bool declared) {
   ThreadState& t = ts();
-  const InFlight* in = innermost(t);
   LazyBindingRecord r;
   r.declared = declared;
   PyObject* module_name = dict_get_n(dict, NAME("__name__"));

@@ -416,7 +416,6 @@ void emit_modules_change(uint32_t key, uint32_t op, const ObjectDescription* old
                          const ObjectDescription* new_value, uint32_t precision, bool by_import,
                          const CodeLocation* stack, int stack_depth) {
   ThreadState& t = ts();
-  const InFlight* in = innermost(t);
   // A key's object replaced or removed: the next access of every repeated proxy site is
   // recorded in full (an insertion of a new key changes no object an access went to).
   if (old_value || op != ModulesChange::SET) repeats_objects_changed();
