@@ -1168,7 +1168,10 @@ def main():
 
     lib = os.path.abspath(os.path.join(args.build, "libimptrace.so"))
     viewer = os.path.abspath(os.path.join(args.build, "imptrace"))
-    for p in (lib, viewer):
+    generator = os.path.abspath(os.path.join(args.build, "tests", "unit", "diff_bench_gen"))
+    # Checked before any workload runs, so that a missing binary cannot end a long run at
+    # its last section.
+    for p in (lib, viewer) + (() if args.no_viewer else (generator,)):
         if not os.path.exists(p):
             raise SystemExit(f"bench: {p} missing; build first: cmake -S . -B build "
                              "-DCMAKE_BUILD_TYPE=Release && cmake --build build -j2")
@@ -1227,7 +1230,7 @@ def main():
         vrows = vbytes = None
         if not args.no_viewer:
             log("bench: viewer")
-            vrows, vbytes = bench_viewer(viewer, os.path.join(args.build, "tests", "unit", "diff_bench_gen"),
+            vrows, vbytes = bench_viewer(viewer, generator,
                                           scratch, args.viewer_imports, args.viewer_rounds, log)
         if fingerprint([lib, viewer]) != args.fingerprint:
             args.fingerprint_changed = True

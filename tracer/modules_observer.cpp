@@ -419,16 +419,9 @@ void emit_modules_change(uint32_t key, uint32_t op, const ObjectDescription* old
   // A key's object replaced or removed: the next access of every repeated proxy site is
   // recorded in full (an insertion of a new key changes no object an access went to).
   if (old_value || op != ModulesChange::SET) repeats_objects_changed();
-  ModulesChangeRecord r;
-  r.key = key;
-  r.op = op;
-  r.old_value = old_value;
-  r.new_value = new_value;
-  r.precision = precision;
-  r.by_import_system = by_import;
-  r.stack = stack;
-  r.stack_depth = stack_depth;
-  r.context = context_now(t, t.tid);
+  // The parameters are the record's fields, in its order.
+  const ModulesChangeRecord r{key, op, old_value, new_value, precision, by_import, stack, stack_depth,
+                              context_now(t, t.tid)};
   encode_modules_change(r);
 }
 
