@@ -17,6 +17,20 @@ namespace html {
 // `s` with &, <, >, quotes escaped and control characters other than \n, \t replaced.
 std::string escape(const std::string& s);
 
+// The first `cap` of `items` through `each`, then, when there are more, `more(rest)` once:
+// the reports bound every list and say how much they left out.
+template <class Items, class Each, class More>
+void first_of(const Items& items, size_t cap, Each each, More more) {
+  size_t n = 0;
+  for (const auto& item : items) {
+    if (n++ >= cap) {
+      more(items.size() - cap);
+      return;
+    }
+    each(item);
+  }
+}
+
 // CSS and script the page includes once (in <style> and at the end of <body>).
 extern const char kFlameStyle[];
 extern const char kFlameScript[];

@@ -151,16 +151,14 @@ void write_html(const Result& r, const std::vector<model::Process>& good,
   out << ". Click a bar to zoom, hover for times, importer and test.</p>\n";
   size_t shown = 0;
   auto charts = [&](const std::vector<model::Process>& procs, const char* side) {
-    size_t n = 0;
-    for (const auto& p : procs) {
-      if (n++ >= 32) {
-        out << "<p>… " << (procs.size() - 32) << " more " << side << " processes not drawn.</p>\n";
-        break;
-      }
-      out << "<h3>" << side << ": pid " << p.pid << ", " << escape(join_argv(p.argv)) << " — " << p.imports.size()
-          << " imports</h3>\n";
-      if (!p.imports.empty()) html::write_flame(p, "flame-" + std::to_string(++shown), hot, out);
-    }
+    html::first_of(
+        procs, 32,
+        [&](const model::Process& p) {
+          out << "<h3>" << side << ": pid " << p.pid << ", " << escape(join_argv(p.argv)) << " — "
+              << p.imports.size() << " imports</h3>\n";
+          if (!p.imports.empty()) html::write_flame(p, "flame-" + std::to_string(++shown), hot, out);
+        },
+        [&](size_t rest) { out << "<p>… " << rest << " more " << side << " processes not drawn.</p>\n"; });
   };
   charts(good, "good");
   charts(bad, "bad");

@@ -72,18 +72,17 @@ void slowest_table(const std::vector<Row>& rows, bool by_self, std::ostream& out
 void failed_table(const std::vector<Row>& rows, const char* cls, std::ostream& out) {
   out << "<table class=\"" << cls << "\"><tr><th>module</th><th>error</th><th>imported at</th><th>inside</th>"
          "<th>test</th><th>process</th></tr>\n";
-  size_t n = 0;
-  for (const auto& r : rows) {
-    if (n++ >= kMaxFailedRows) {
-      out << "<tr><td colspan=\"6\">… " << (rows.size() - kMaxFailedRows) << " more (imptrace show --all)</td></tr>\n";
-      break;
-    }
-    const auto& im = r.p->imports[r.i];
-    std::string inside = im.parent_pos >= 0 ? r.p->imports[im.parent_pos].name.str() : std::string("(top level)");
-    out << "<tr><td>" << escape(im.name) << "</td><td>" << escape(im.error_text()) << "</td><td>"
-        << escape(importer_text(r)) << "</td><td>"
-        << escape(inside) << "</td><td>" << escape(im.test) << "</td><td>" << r.p->pid << "</td></tr>\n";
-  }
+  html::first_of(
+      rows, kMaxFailedRows,
+      [&](const Row& r) {
+        const auto& im = r.p->imports[r.i];
+        std::string inside =
+            im.parent_pos >= 0 ? r.p->imports[im.parent_pos].name.str() : std::string("(top level)");
+        out << "<tr><td>" << escape(im.name) << "</td><td>" << escape(im.error_text()) << "</td><td>"
+            << escape(importer_text(r)) << "</td><td>" << escape(inside) << "</td><td>" << escape(im.test)
+            << "</td><td>" << r.p->pid << "</td></tr>\n";
+      },
+      [&](size_t rest) { out << "<tr><td colspan=\"6\">… " << rest << " more (imptrace show --all)</td></tr>\n"; });
   out << "</table>\n";
 }
 
@@ -136,18 +135,15 @@ void write_run_html(const std::vector<model::Process>& procs, const std::string&
          "time. Red: a failed import that propagated; grey: one its importer handled. Click a bar to zoom "
          "to it, the path above the chart to zoom out.</p>\n";
   size_t drawn = 0;
-  for (const auto& p : procs) {
-    if (drawn++ >= kMaxCharts) {
-      out << "<p>… " << (procs.size() - kMaxCharts) << " more processes not drawn (imptrace tree lists them).</p>\n";
-      break;
-    }
-    out << "<h3 id=\"proc-" << p.pid << "\">" << escape(process_label(p)) << "</h3>\n";
-    if (p.imports.empty()) {
-      out << "<p class=\"muted\">No imports recorded.</p>\n";
-      continue;
-    }
-    html::write_flame(p, "flame-" + std::to_string(drawn), {}, out);
-  }
+  html::first_of(
+      procs, kMaxCharts,
+      [&](const model::Process& p) {
+        ++drawn;
+        out << "<h3 id=\"proc-" << p.pid << "\">" << escape(process_label(p)) << "</h3>\n";
+        if (p.imports.empty()) out << "<p class=\"muted\">No imports recorded.</p>\n";
+        else html::write_flame(p, "flame-" + std::to_string(drawn), {}, out);
+      },
+      [&](size_t rest) { out << "<p>… " << rest << " more processes not drawn (imptrace tree lists them).</p>\n"; });
 
   out << "<h2 id=\"slowest\">Slowest imports</h2>\n<h3>by self time (the module's own code)</h3>\n";
   slowest_table(all, true, out);
