@@ -11,56 +11,47 @@ namespace fields = imptrace::fields;
 
 namespace {
 
-ObjectRef module_object(uint64_t id, const char* name) {
-  ObjectRef o;
-  o.present = true;
-  o.flags = 1;
-  o.id = id;
-  o.type = "module";
-  o.name = name;
-  return o;
+namespace T = imptrace::testing;
+
+Process read_back(T::TraceBuilder& b) {
+  Process p;
+  EXPECT_TRUE(T::parsed(b, p));
+  return p;
 }
 
-ObjectRef other_object(uint64_t id, const char* type, bool proxy) {
-  ObjectRef o;
-  o.present = true;
-  o.flags = proxy ? 4 : 0;
-  o.id = id;
-  o.type = type;
-  return o;
-}
-
-ModulesChange set(const char* key, const ObjectRef& old_object, const ObjectRef& new_object, uint64_t t,
-                  bool by_import_system) {
-  ModulesChange c;
-  c.key = key;
-  c.op = ChangeOp::Set;
-  c.old_object = old_object;
-  c.new_object = new_object;
-  c.time_ns = t;
-  c.by_import_system = by_import_system;
+T::ChangeSpec change(const char* key, uint32_t op, const std::optional<T::Obj>& old_object,
+                     const std::optional<T::Obj>& new_object, uint64_t t, bool by_import_system) {
+  T::ChangeSpec c;
+  c.key = key, c.op = op, c.time_ns = t, c.by_import_system = by_import_system;
+  c.old_object = old_object, c.new_object = new_object;
   return c;
 }
 
-Import import_of(const char* name, const ObjectRef& object, uint64_t begin, uint64_t end) {
-  Import im;
-  im.name = name;
-  im.ok = true;
-  im.object = object;
-  im.begin_ns = begin;
-  im.end_ns = end;
-  return im;
+T::ImportSpec traced_import(uint64_t index, const char* name, uint64_t begin, uint64_t dur, uint64_t parent,
+                            const T::Obj& object, const char* importer_file, uint32_t line) {
+  return T::ImportSpec::bound(index, name, begin, dur, object, T::Loc{importer_file, line, "<module>"}, parent);
 }
+
+// An object that is neither a plain module nor a proxy (flags 0), e.g. a module whose
+// class was changed.
+T::Obj other_object(uint64_t id, const char* type) {
+  T::Obj o = T::Obj::proxy(id, type);
+  o.flags = 0;
+  return o;
+}
+
+constexpr uint32_t SET = fields::ModulesChange::SET;
 
 }  // namespace
 
 TEST(KeyHistory, ClassChangeIsPartOfTheEntryTheSameObjectAgainIsNoNews) {
-  Process p;
-  ObjectRef plain = module_object(1, "m");
-  ObjectRef lazy = other_object(1, "importlib.util._LazyModule", false);
-  p.modules_changes.push_back(set("m", ObjectRef(), plain, 10, true));
-  p.modules_changes.push_back(set("m", plain, plain, 20, false));  // the same object again
-  p.modules_changes.push_back(set("m", plain, lazy, 30, false));   // its class changed
+  T::TraceBuilder b;
+  T::Obj plain = T::Obj::module(1, "m");
+  T::Obj lazy = other_object(1, "importlib.util._LazyModule");
+  b.add_modules_change(change("m", SET, std::nullopt, plain, 10, true));
+  b.add_modules_change(change("m", SET, plain, plain, 20, false));  // the same object again
+  b.add_modules_change(change("m", SET, plain, lazy, 30, false));   // its class changed
+  Process p = read_back(b);
   ModulesHistory h(p);
   const KeyHistory* m = h.find("m");
   ASSERT_NE(m, nullptr);
@@ -75,10 +66,11 @@ TEST(KeyHistory, ClassChangeIsPartOfTheEntryTheSameObjectAgainIsNoNews) {
 }
 
 TEST(KeyHistory, OldObjectNeverSeenArrivingWasThereBeforeTracing) {
-  Process p;
-  ObjectRef before = other_object(7, "pkg.Wrapper", true);
-  ObjectRef after = module_object(8, "m");
-  p.modules_changes.push_back(set("m", before, after, 50, false));
+  T::TraceBuilder b;
+  T::Obj before = T::Obj::proxy(7, "pkg.Wrapper");
+  T::Obj after = T::Obj::module(8, "m");
+  b.add_modules_change(change("m", SET, before, after, 50, false));
+  Process p = read_back(b);
   ModulesHistory h(p);
   const KeyHistory* m = h.find("m");
   ASSERT_NE(m, nullptr);
@@ -93,14 +85,12 @@ TEST(KeyHistory, OldObjectNeverSeenArrivingWasThereBeforeTracing) {
 }
 
 TEST(KeyHistory, ImportsDateFromTheirStartAndClearEndsEveryKey) {
-  Process p;
-  ObjectRef a = module_object(1, "a");
-  p.imports.push_back(import_of("a", a, 100, 200));
-  p.imports.push_back(import_of("alias", a, 300, 400));
-  ModulesChange clear;
-  clear.op = ChangeOp::Clear;
-  clear.time_ns = 500;
-  p.modules_changes.push_back(clear);
+  T::TraceBuilder b;
+  T::Obj a = T::Obj::module(1, "a");
+  b.add_import(traced_import(0, "a", 100, 100, 0, a, "/work/story.py", 1));
+  b.add_import(traced_import(1, "alias", 300, 100, 0, a, "/work/story.py", 2));
+  b.add_modules_change(change("", fields::ModulesChange::CLEAR, std::nullopt, std::nullopt, 500, false));
+  Process p = read_back(b);
   ModulesHistory h(p);
   ASSERT_EQ(h.size(), 2u);
   EXPECT_EQ(h.key(0), "a");
@@ -123,19 +113,6 @@ TEST(KeyHistory, ImportsDateFromTheirStartAndClearEndsEveryKey) {
 
 namespace {
 
-namespace T = imptrace::testing;
-
-Process read_back(T::TraceBuilder& b) {
-  Process p;
-  EXPECT_TRUE(T::parsed(b, p));
-  return p;
-}
-
-T::ImportSpec traced_import(uint64_t index, const char* name, uint64_t begin, uint64_t dur, uint64_t parent,
-                            const T::Obj& object, const char* importer_file, uint32_t line) {
-  return T::ImportSpec::bound(index, name, begin, dur, object, T::Loc{importer_file, line, "<module>"}, parent);
-}
-
 // An import of `name` binding `object`, made at importer_file:line.
 struct Made {
   const char* name;
@@ -155,14 +132,8 @@ Process nested_imports(const Made& outer, const Made& middle, const Made& inner)
   return read_back(b);
 }
 
-T::ChangeSpec reload_store(const char* key, const T::Obj& o, uint64_t t, uint32_t op = fields::ModulesChange::SET) {
-  T::ChangeSpec c;
-  c.key = key;
-  c.op = op;
-  if (op == fields::ModulesChange::SET) c.new_object = o;
-  else c.old_object = o;
-  c.by_import_system = true;
-  c.time_ns = t;
+T::ChangeSpec reload_store(const char* key, const T::Obj& o, uint64_t t, uint32_t op = SET) {
+  T::ChangeSpec c = op == SET ? change(key, op, std::nullopt, o, t, true) : change(key, op, o, std::nullopt, t, true);
   c.stack = {T::Loc{"<frozen importlib._bootstrap>", 626, "_exec"},
              T::Loc{"/usr/lib/python3.11/importlib/__init__.py", 169, "reload"},
              T::Loc{"/work/story.py", 2, "<module>"}};
@@ -321,13 +292,14 @@ TEST(KeyHistory, LazyLoadersClassChangesAreOneEntryAndNoReload) {
 }
 
 TEST(KeyHistory, ALifetimeEndsEveryEntryAndTheNextLifetimesModuleReplacesNothing) {
-  Process p;
-  Lifetime one, two;
-  one.number = 1, one.begin_ns = 0, one.end_ns = 100, one.ended = true;
-  two.number = 2, two.begin_ns = 200, two.end_ns = 300, two.ended = true;
-  p.lifetimes = {one, two};
-  p.imports.push_back(import_of("csv", module_object(1, "csv"), 10, 20));
-  p.imports.push_back(import_of("csv", module_object(2, "csv"), 210, 220));
+  T::TraceBuilder b;
+  b.add_lifetime_begin(1, 0);
+  b.add_import(traced_import(0, "csv", 10, 10, 0, T::Obj::module(1, "csv"), "/work/story.py", 1));
+  b.add_lifetime_end(1, 100);
+  b.add_lifetime_begin(2, 200);
+  b.add_import(traced_import(1, "csv", 210, 10, 0, T::Obj::module(2, "csv"), "/work/story.py", 1));
+  b.add_lifetime_end(2, 300);
+  Process p = read_back(b);
   ModulesHistory h(p);
   const KeyHistory* k = h.find("csv");
   ASSERT_NE(k, nullptr);
