@@ -222,10 +222,8 @@ void show_lazy_imports(const model::Process& p, std::ostream& out, const Rel& re
   }
 }
 
-void show_process(const model::Process& p, std::ostream& out, bool all_failures) {
-  const auto roots = p.sys_path_roots();
-  auto rel = [&](const model::Location& loc) { return model::relative_location(loc, roots); };
-
+// Who the process was: its command line, its interpreter and the trace it was read from.
+void show_identity(const model::Process& p, std::ostream& out) {
   out << "process " << p.pid << " (ppid " << p.ppid;
   if (p.forked_from_pid) out << ", forked from " << p.forked_from_pid;
   out << "): " << join_argv(p.argv) << "\n";
@@ -237,100 +235,111 @@ void show_process(const model::Process& p, std::ostream& out, bool all_failures)
   out << "  trace " << p.source_file << " (schema " << p.schema_major << "." << p.schema_minor;
   if (!p.tracer_version.empty()) out << ", tracer " << p.tracer_version;
   out << ")" << (p.truncated ? " TRUNCATED" : "") << "\n";
-  if (!p.not_traced.empty()) {
-    // Nothing else follows in such a trace: no counts, no end, only the reason.
-    out << "  " << p.not_traced << "\n";
-    return;
-  }
-  out << "  how it ended: " << model::end_text(p.end)
-      << (model::ended_abnormally(p.end) ? "  <- ended abnormally: the trace stops there" : "") << "\n";
+}
 
-  size_t failed = 0, repeats = 0;
-  for (const auto& im : p.imports) failed += !im.ok;
-  const std::vector<bool> repeat = repeat_imports(p);
-  for (bool r : repeat) repeats += r;
-  show_lifetimes(p, repeat, out);
+// The figures of the summary lines: what looks wrong, and apart from it what normal
+// Python does (repeat imports, children bound later, expected failed lookups).
+struct ProcessCounts {
+  size_t failed = 0;             // failed imports
+  size_t repeats = 0;            // imports that found the module already loaded
+  size_t proxies = 0;            // distinct proxies put under a key or returned by an import
+  size_t not_bound = 0;          // children not bound on their parent...
+  size_t not_bound_yet = 0;      // ...and those bound when their outer import finished
+  size_t failed_access = 0;      // failed proxy accesses worth a look...
+  size_t expected_failures = 0;  // ...and those normal Python makes
+  uint64_t access_repeats = 0;   // counted by the tracer, not recorded (never failures)
+};
+
+ProcessCounts count_process(const model::Process& p, const std::vector<bool>& repeat) {
+  ProcessCounts n;
+  for (const auto& im : p.imports) n.failed += !im.ok;
+  for (bool r : repeat) n.repeats += r;
   std::set<uint64_t> proxies;
   for (const auto& c : p.modules_changes)
     if (c.new_object.present && c.new_object.is_proxy()) proxies.insert(c.new_object.id);
   for (const auto& im : p.imports)
     if (im.object.present && im.object.is_proxy()) proxies.insert(im.object.id);
-  size_t not_bound = 0, not_bound_yet = 0;
+  n.proxies = proxies.size();
   const std::vector<bool> later = bound_later(p);
   for (size_t i = 0; i < p.bindings.size(); ++i) {
     if (p.bindings[i].status == model::BindingStatus::Bound) continue;
-    if (later[i]) ++not_bound_yet;
-    else ++not_bound;
+    if (later[i]) ++n.not_bound_yet;
+    else ++n.not_bound;
   }
-  size_t failed_access = 0, expected_failures = 0;
-  uint64_t access_repeats = 0;  // counted by the tracer, not recorded (never failures)
   for (const auto& a : p.proxy_accesses) {
-    access_repeats += a.repeats;
+    n.access_repeats += a.repeats;
     if (a.ok) continue;
-    if (is_expected_access_failure(a)) ++expected_failures;
-    else ++failed_access;
+    if (is_expected_access_failure(a)) ++n.expected_failures;
+    else ++n.failed_access;
   }
+  return n;
+}
 
+void show_counts(const model::Process& p, const ProcessCounts& n, std::ostream& out) {
   // Repeats found the module already loaded: lookups, told apart from imports.
-  out << "  imports: " << (p.imports.size() - repeats) << " (" << failed << " failed)"
+  out << "  imports: " << (p.imports.size() - n.repeats) << " (" << n.failed << " failed)"
       << "  sys.modules changes: " << p.modules_changes.size()
-      << "  proxies: " << proxies.size() << "  bindings not bound: " << not_bound
-      << "  proxy accesses: " << p.proxy_accesses.size() << " (" << failed_access << " failed)";
-  if (access_repeats) out << " + " << access_repeats << " repeats counted";
+      << "  proxies: " << n.proxies << "  bindings not bound: " << n.not_bound
+      << "  proxy accesses: " << p.proxy_accesses.size() << " (" << n.failed_access << " failed)";
+  if (n.access_repeats) out << " + " << n.access_repeats << " repeats counted";
   out << "\n";
-  if (repeats || not_bound_yet || expected_failures) {
+  if (n.repeats || n.not_bound_yet || n.expected_failures) {
     out << "  normal Python, not anomalies:";
-    if (repeats) out << "  repeat imports that found the module already loaded: " << repeats;
-    if (not_bound_yet) out << "  children bound when their outer import finished: " << not_bound_yet;
-    if (expected_failures)
-      out << "  expected failed lookups (dunder probes, failure reporting): " << expected_failures;
+    if (n.repeats) out << "  repeat imports that found the module already loaded: " << n.repeats;
+    if (n.not_bound_yet) out << "  children bound when their outer import finished: " << n.not_bound_yet;
+    if (n.expected_failures)
+      out << "  expected failed lookups (dunder probes, failure reporting): " << n.expected_failures;
     out << "\n";
   }
+}
 
-  if (failed) {
-    // Failures the importer handled (optional-dependency probes inside try/except
-    // ImportError) are the normal case; the ones that stopped something come first.
-    const auto fate = timing::classify_failures(p);
-    std::vector<size_t> propagated, handled;
-    for (size_t i = 0; i < p.imports.size(); ++i) {
-      if (fate[i] == timing::Fate::Propagated) propagated.push_back(i);
-      else if (fate[i] == timing::Fate::Handled) handled.push_back(i);
-    }
-    auto list = [&](const std::vector<size_t>& which, size_t limit) {
-      Lister l{out, limit};
-      for (size_t i : which) {
-        if (!l.add()) continue;
-        const auto& im = p.imports[i];
-        out << "    ";
-        if (p.several_lifetimes()) out << "[lifetime " << p.lifetime_at(im.begin_ns) << "] ";
-        out << im.name << ": " << im.error_text() << "\n";
-        if (!im.importer.empty()) out << "      imported at " << format_location(rel(im.importer)) << "\n";
-        if (!im.test.empty()) out << "      during test " << im.test << "\n";
-      }
-      l.finish();
-    };
-    if (!propagated.empty()) {
-      out << "  failed imports that propagated (the enclosing import or the program stopped): "
-          << propagated.size() << "\n";
-      list(propagated, all_failures ? SIZE_MAX : kMaxListed);
-    }
-    if (!handled.empty()) {
-      out << "  failed imports handled by their importer: " << handled.size();
-      if (all_failures) {
-        out << "\n";
-        list(handled, SIZE_MAX);
-      } else {
-        out << " (";
-        for (size_t k = 0; k < handled.size() && k < 5; ++k)
-          out << (k ? ", " : "") << p.imports[handled[k]].name;
-        out << (handled.size() > 5 ? ", ..." : "") << "; show --all lists them)\n";
-      }
-    }
+// The failed imports at positions `which` of p.imports, at most `limit` of them.
+template <typename Rel>
+void list_failed_imports(const model::Process& p, const std::vector<size_t>& which, size_t limit,
+                         const Rel& rel, std::ostream& out) {
+  Lister l{out, limit};
+  for (size_t i : which) {
+    if (!l.add()) continue;
+    const auto& im = p.imports[i];
+    out << "    ";
+    if (p.several_lifetimes()) out << "[lifetime " << p.lifetime_at(im.begin_ns) << "] ";
+    out << im.name << ": " << im.error_text() << "\n";
+    if (!im.importer.empty()) out << "      imported at " << format_location(rel(im.importer)) << "\n";
+    if (!im.test.empty()) out << "      during test " << im.test << "\n";
   }
+  l.finish();
+}
 
-  show_lazy_imports(p, out, rel, all_failures);
+// Failures the importer handled (optional-dependency probes inside try/except
+// ImportError) are the normal case; the ones that stopped something come first.
+template <typename Rel>
+void show_failed_imports(const model::Process& p, std::ostream& out, const Rel& rel, bool all) {
+  const auto fate = timing::classify_failures(p);
+  std::vector<size_t> propagated, handled;
+  for (size_t i = 0; i < p.imports.size(); ++i) {
+    if (fate[i] == timing::Fate::Propagated) propagated.push_back(i);
+    else if (fate[i] == timing::Fate::Handled) handled.push_back(i);
+  }
+  if (!propagated.empty()) {
+    out << "  failed imports that propagated (the enclosing import or the program stopped): "
+        << propagated.size() << "\n";
+    list_failed_imports(p, propagated, all ? SIZE_MAX : kMaxListed, rel, out);
+  }
+  if (handled.empty()) return;
+  out << "  failed imports handled by their importer: " << handled.size();
+  if (all) {
+    out << "\n";
+    list_failed_imports(p, handled, SIZE_MAX, rel, out);
+    return;
+  }
+  out << " (";
+  for (size_t k = 0; k < handled.size() && k < 5; ++k)
+    out << (k ? ", " : "") << p.imports[handled[k]].name;
+  out << (handled.size() > 5 ? ", ..." : "") << "; show --all lists them)\n";
+}
 
-  // At most kMaxListed of each kind, in the order find_anomalies gives them.
+// At most kMaxListed of each kind, in the order find_anomalies gives them.
+void show_anomalies(const model::Process& p, std::ostream& out) {
   std::vector<Anomaly> anomalies = find_anomalies(p);
   if (!anomalies.empty()) out << "  anomalies:\n";
   for (size_t k = 0; k < anomalies.size();) {
@@ -345,22 +354,27 @@ void show_process(const model::Process& p, std::ostream& out, bool all_failures)
     }
     l.finish();
   }
+}
 
-  // IMPTRACE_NATIVE_STACKS=1: the imports an extension's C or C++ code made, each with the
-  // function that made it and the Python line that called into that code.
+// IMPTRACE_NATIVE_STACKS=1: the imports an extension's C or C++ code made, each with the
+// function that made it and the Python line that called into that code.
+template <typename Rel>
+void show_native_imports(const model::Process& p, std::ostream& out, const Rel& rel, bool all) {
   size_t native = 0;
   for (const auto& im : p.imports) native += !im.native_caller.empty();
-  if (native) {
-    out << "  imports entered from native code: " << native << "\n";
-    Lister l{out, all_failures ? SIZE_MAX : kMaxListed};
-    for (const auto& im : p.imports) {
-      if (im.native_caller.empty() || !l.add()) continue;
-      out << "    " << im.name << " <- " << model::format_native_caller(im.native_caller) << "\n";
-      if (!im.importer.empty()) out << "      called from Python at " << format_location(rel(im.importer)) << "\n";
-    }
-    l.finish();
+  if (!native) return;
+  out << "  imports entered from native code: " << native << "\n";
+  Lister l{out, all ? SIZE_MAX : kMaxListed};
+  for (const auto& im : p.imports) {
+    if (im.native_caller.empty() || !l.add()) continue;
+    out << "    " << im.name << " <- " << model::format_native_caller(im.native_caller) << "\n";
+    if (!im.importer.empty()) out << "      called from Python at " << format_location(rel(im.importer)) << "\n";
   }
+  l.finish();
+}
 
+// What the tracer said about its own work, and what the reader found wrong in the file.
+void show_notes_and_warnings(const model::Process& p, std::ostream& out) {
   if (!p.notes.empty()) {
     out << "  tracer notes:\n";
     for (const auto& n : p.notes) out << "    " << n.text << "\n";
@@ -369,6 +383,30 @@ void show_process(const model::Process& p, std::ostream& out, bool all_failures)
     out << "  reader warnings:\n";
     for (const auto& w : p.warnings) out << "    " << w << "\n";
   }
+}
+
+void show_process(const model::Process& p, std::ostream& out, bool all_failures) {
+  const auto roots = p.sys_path_roots();
+  auto rel = [&](const model::Location& loc) { return model::relative_location(loc, roots); };
+
+  show_identity(p, out);
+  if (!p.not_traced.empty()) {
+    // Nothing else follows in such a trace: no counts, no end, only the reason.
+    out << "  " << p.not_traced << "\n";
+    return;
+  }
+  out << "  how it ended: " << model::end_text(p.end)
+      << (model::ended_abnormally(p.end) ? "  <- ended abnormally: the trace stops there" : "") << "\n";
+
+  const std::vector<bool> repeat = repeat_imports(p);
+  const ProcessCounts counts = count_process(p, repeat);
+  show_lifetimes(p, repeat, out);
+  show_counts(p, counts, out);
+  if (counts.failed) show_failed_imports(p, out, rel, all_failures);
+  show_lazy_imports(p, out, rel, all_failures);
+  show_anomalies(p, out);
+  show_native_imports(p, out, rel, all_failures);
+  show_notes_and_warnings(p, out);
 }
 
 }  // namespace
