@@ -174,6 +174,120 @@ WhyReport build_why(const std::vector<model::Process>& procs, const std::string&
   return r;
 }
 
+namespace {
+
+// One object that sat under the key, as an element of "entries".
+void write_entry_json(JsonWriter& w, const WhyEntry& e) {
+  w.field("object", model::object_token(e.object));
+  w.field("type", e.object.type);
+  w.field("is_module", e.object.is_plain_module());
+  w.field_or_null("origin", e.origin);
+  w.field("via", e.via_import ? "import" : "assignment");
+  write_location_json(w, "set_by", e.set_by);
+  write_location_json(w, "triggered_at", e.triggered_at);
+  write_native_caller_json(w, "native_caller", e.native_caller);
+  w.field_or_null("replaced_by", optional_token(e.replaced_by));
+  w.field("process", e.process);
+  w.field("is_proxy", e.object.is_proxy());
+  // sys.modules[name] = None: `import name` raises ImportError while it sits there.
+  w.field("blocked", model::is_import_blocker(e.object));
+  w.field_or_null("name", e.object.name);
+  write_location_json(w, "replaced_at", e.replaced_by.present ? e.replaced_at : model::Location{});
+  w.field("removed", e.removed);
+  if (e.lifetime) w.field("lifetime", static_cast<uint64_t>(e.lifetime)); else w.null_field("lifetime");
+  w.field("finalized", e.finalized);
+  write_location_json(w, "removed_at", e.removed_at);
+  w.field_or_null("loader", e.loader);
+  w.field("time_ns", e.time_ns);
+  w.field_or_null("test", e.test);
+  // "at_boundary" when any of what the entry tells (its arrival, its removal) was seen
+  // only at the next import boundary, so its location is where that import ran.
+  w.field("precision", e.precise && e.removal_precise ? "exact" : "at_boundary");
+  w.key("during_import");
+  if (e.during_import.empty()) {
+    w.null();
+  } else {
+    w.begin_object();
+    w.field("module", e.during_import);
+    write_location_json(w, "importer", e.during_importer);
+    w.end_object();
+  }
+  w.key("reloads");
+  w.begin_array();
+  for (const auto& l : e.reloads) write_location_json(w, l);
+  w.end_array();
+  w.object_array("class_changes", e.class_changes, [&](const WhyEntry::ClassChange& cc) {
+    w.field("type", cc.object.type);
+    w.field("is_proxy", cc.object.is_proxy());
+    write_location_json(w, "where", cc.where);
+  });
+}
+
+void write_lazy_json(JsonWriter& w, const WhyLazy& l) {
+  w.field("module", l.declared.module);
+  w.field("name", l.declared.name);
+  w.field("target", l.declared.target);
+  write_location_json(w, "declared_at", l.declared.declared_at);
+  w.field_or_null("declared_test", l.declared.test.str());
+  w.field("outcome", l.outcome == WhyLazy::Outcome::Resolved ? "resolved"
+                     : l.outcome == WhyLazy::Outcome::Failed ? "failed" : "never_used");
+  write_location_json(w, "used_at", l.used_at);
+  w.field_or_null("test", l.used_test);
+  w.field_or_null("object", model::object_token(l.object));
+  w.field_or_null("error", l.error);
+  w.field_or_null("failed_import", l.failed_import);
+  w.field_or_null("failed_lookup", l.failed_lookup);
+  w.field("process", l.process);
+}
+
+void write_child_json(JsonWriter& w, const WhyChild& c) {
+  const auto& b = c.binding;
+  w.field("name", b.attribute);
+  w.field("module", b.child_module());
+  w.field_or_null("bound_on", model::object_token(b.bound_on));
+  w.field("status", model::binding_status_name(b.status));
+  w.field("process", c.process);
+  w.field("bound_on_type", b.bound_on.type);
+  w.field_or_null("child", model::object_token(b.child));
+  w.field_or_null("attribute_value", model::object_token(b.attribute_value));
+  w.field("time_ns", b.time_ns);
+  w.field_or_null("test", b.test);
+}
+
+void write_proxy_access_json(JsonWriter& w, const WhyProxyAccess& pa) {
+  const auto& a = pa.access;
+  w.field("object", model::object_token(a.proxy));
+  w.field("attribute", a.attribute);
+  w.field("outcome", a.outcome());
+  w.field_or_null("forwarded_to", forwarded_name(a.forwarded_to));
+  write_location_json(w, "where", pa.where);
+  w.field_or_null("test", a.test);
+  w.field("process", pa.process);
+  w.field("kind", model::proxy_access_kind_name(a.kind));
+  w.field("type", a.proxy.type);
+  w.field_or_null("result", model::object_token(a.result));
+  w.field("time_ns", a.time_ns);
+  w.field("from_import_system", a.from_import_system);
+  w.field("repeats", a.repeats);
+}
+
+void write_import_json(JsonWriter& w, const WhyImport& wi) {
+  w.field("process", wi.process);
+  w.field("ok", wi.import.ok);
+  w.field_or_null("error", wi.import.error_text());
+  write_object_json(w, "object", wi.import.object);
+  w.field_or_null("origin", wi.import.origin);
+  write_location_json(w, "importer", wi.importer);
+  write_location_json(w, "trigger", wi.trigger);
+  write_native_caller_json(w, "native_caller", wi.import.native_caller);
+  w.field("begin_ns", wi.import.begin_ns);
+  w.field("end_ns", wi.import.end_ns);
+  w.field_or_null("test", wi.import.test);
+  w.field("reentry", wi.reentry);
+}
+
+}  // namespace
+
 void why_json(const WhyReport& r, std::ostream& out, bool pretty) {
   JsonWriter w(out, pretty);
   w.begin_object();
@@ -185,115 +299,11 @@ void why_json(const WhyReport& r, std::ostream& out, bool pretty) {
     w.field("how", model::end_how_name(c.second.how));
     if (c.second.how == model::ProcessEnd::How::Signal) w.field("signal", c.second.signal); else w.null_field("signal");
   });
-
-  w.object_array("entries", r.entries, [&](const WhyEntry& e) {
-    w.field("object", model::object_token(e.object));
-    w.field("type", e.object.type);
-    w.field("is_module", e.object.is_plain_module());
-    w.field_or_null("origin", e.origin);
-    w.field("via", e.via_import ? "import" : "assignment");
-    write_location_json(w, "set_by", e.set_by);
-    write_location_json(w, "triggered_at", e.triggered_at);
-    write_native_caller_json(w, "native_caller", e.native_caller);
-    w.field_or_null("replaced_by", optional_token(e.replaced_by));
-    w.field("process", e.process);
-    w.field("is_proxy", e.object.is_proxy());
-    // sys.modules[name] = None: `import name` raises ImportError while it sits there.
-    w.field("blocked", model::is_import_blocker(e.object));
-    w.field_or_null("name", e.object.name);
-    write_location_json(w, "replaced_at", e.replaced_by.present ? e.replaced_at : model::Location{});
-    w.field("removed", e.removed);
-    if (e.lifetime) w.field("lifetime", static_cast<uint64_t>(e.lifetime)); else w.null_field("lifetime");
-    w.field("finalized", e.finalized);
-    write_location_json(w, "removed_at", e.removed_at);
-    w.field_or_null("loader", e.loader);
-    w.field("time_ns", e.time_ns);
-    w.field_or_null("test", e.test);
-    // "at_boundary" when any of what the entry tells (its arrival, its removal) was seen
-    // only at the next import boundary, so its location is where that import ran.
-    w.field("precision", e.precise && e.removal_precise ? "exact" : "at_boundary");
-    w.key("during_import");
-    if (e.during_import.empty()) {
-      w.null();
-    } else {
-      w.begin_object();
-      w.field("module", e.during_import);
-      write_location_json(w, "importer", e.during_importer);
-      w.end_object();
-    }
-    w.key("reloads");
-    w.begin_array();
-    for (const auto& l : e.reloads) write_location_json(w, l);
-    w.end_array();
-    w.object_array("class_changes", e.class_changes, [&](const WhyEntry::ClassChange& cc) {
-      w.field("type", cc.object.type);
-      w.field("is_proxy", cc.object.is_proxy());
-      write_location_json(w, "where", cc.where);
-    });
-  });
-
-  w.object_array("lazy", r.lazy, [&](const WhyLazy& l) {
-    w.field("module", l.declared.module);
-    w.field("name", l.declared.name);
-    w.field("target", l.declared.target);
-    write_location_json(w, "declared_at", l.declared.declared_at);
-    w.field_or_null("declared_test", l.declared.test.str());
-    w.field("outcome", l.outcome == WhyLazy::Outcome::Resolved ? "resolved"
-                       : l.outcome == WhyLazy::Outcome::Failed ? "failed" : "never_used");
-    write_location_json(w, "used_at", l.used_at);
-    w.field_or_null("test", l.used_test);
-    w.field_or_null("object", model::object_token(l.object));
-    w.field_or_null("error", l.error);
-    w.field_or_null("failed_import", l.failed_import);
-    w.field_or_null("failed_lookup", l.failed_lookup);
-    w.field("process", l.process);
-  });
-
-  w.object_array("children", r.children, [&](const WhyChild& c) {
-    const auto& b = c.binding;
-    w.field("name", b.attribute);
-    w.field("module", b.child_module());
-    w.field_or_null("bound_on", model::object_token(b.bound_on));
-    w.field("status", model::binding_status_name(b.status));
-    w.field("process", c.process);
-    w.field("bound_on_type", b.bound_on.type);
-    w.field_or_null("child", model::object_token(b.child));
-    w.field_or_null("attribute_value", model::object_token(b.attribute_value));
-    w.field("time_ns", b.time_ns);
-    w.field_or_null("test", b.test);
-  });
-
-  w.object_array("proxy_accesses", r.proxy_accesses, [&](const WhyProxyAccess& pa) {
-    const auto& a = pa.access;
-    w.field("object", model::object_token(a.proxy));
-    w.field("attribute", a.attribute);
-    w.field("outcome", a.outcome());
-    w.field_or_null("forwarded_to", forwarded_name(a.forwarded_to));
-    write_location_json(w, "where", pa.where);
-    w.field_or_null("test", a.test);
-    w.field("process", pa.process);
-    w.field("kind", model::proxy_access_kind_name(a.kind));
-    w.field("type", a.proxy.type);
-    w.field_or_null("result", model::object_token(a.result));
-    w.field("time_ns", a.time_ns);
-    w.field("from_import_system", a.from_import_system);
-    w.field("repeats", a.repeats);
-  });
-
-  w.object_array("imports", r.imports, [&](const WhyImport& wi) {
-    w.field("process", wi.process);
-    w.field("ok", wi.import.ok);
-    w.field_or_null("error", wi.import.error_text());
-    write_object_json(w, "object", wi.import.object);
-    w.field_or_null("origin", wi.import.origin);
-    write_location_json(w, "importer", wi.importer);
-    write_location_json(w, "trigger", wi.trigger);
-    write_native_caller_json(w, "native_caller", wi.import.native_caller);
-    w.field("begin_ns", wi.import.begin_ns);
-    w.field("end_ns", wi.import.end_ns);
-    w.field_or_null("test", wi.import.test);
-    w.field("reentry", wi.reentry);
-  });
+  w.object_array("entries", r.entries, [&](const WhyEntry& e) { write_entry_json(w, e); });
+  w.object_array("lazy", r.lazy, [&](const WhyLazy& l) { write_lazy_json(w, l); });
+  w.object_array("children", r.children, [&](const WhyChild& c) { write_child_json(w, c); });
+  w.object_array("proxy_accesses", r.proxy_accesses, [&](const WhyProxyAccess& pa) { write_proxy_access_json(w, pa); });
+  w.object_array("imports", r.imports, [&](const WhyImport& wi) { write_import_json(w, wi); });
   w.end_object();
   w.finish();
 }
