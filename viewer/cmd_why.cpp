@@ -308,13 +308,73 @@ void why_json(const WhyReport& r, std::ostream& out, bool pretty) {
   w.finish();
 }
 
-void why_text(const WhyReport& r, std::ostream& out) {
-  const std::string key = "sys.modules['" + r.module + "']";
-  if (r.entries.empty() && r.children.empty() && r.proxy_accesses.empty() && r.imports.empty() && r.lazy.empty()) {
-    out << "Nothing recorded about " << key << ": no import, no change, no binding, no "
-        << "proxy access, no lazy import.\n";
-    return;
+namespace {
+
+// How an entry got under the key: the object, where it came from, what put it there.
+void write_arrival_text(const WhyEntry& e, size_t n, std::ostream& out) {
+  out << "  " << n << ". " << describe_object(e.object) << "\n";
+  if (!e.origin.empty()) out << "     from " << e.origin << "\n";
+  out << "     put there by " << (e.via_import ? "the import system" : "an assignment");
+  if (!e.precise) out << ", seen at the next import,";
+  if (!e.set_by.empty()) out << " at " << format_location(e.set_by);
+  if (!e.triggered_at.empty()) out << ", triggered at " << format_location(e.triggered_at);
+  out << "\n";
+  if (!e.native_caller.empty())
+    out << "     entered from native code: " << model::format_native_caller(e.native_caller) << "\n";
+  if (!e.during_import.empty()) {
+    out << "     during the import of " << e.during_import;
+    if (!e.during_importer.empty()) out << " at " << format_location(e.during_importer);
+    out << "\n";
   }
+}
+
+// What changed the object in place while it sat there: its class, a reload.
+void write_in_place_changes_text(const WhyEntry& e, std::ostream& out) {
+  for (const auto& cc : e.class_changes) {
+    out << "     class changed to " << cc.object.type;
+    if (!cc.where.empty()) out << " at " << format_location(cc.where);
+    // Back to a plain module from another class: LazyLoader's load, run by this access.
+    if (cc.object.is_plain_module() && &cc != &e.class_changes.front()) out << " (this access loaded it)";
+    out << "\n";
+  }
+  for (const auto& at : e.reloads)
+    out << "     reloaded (executed again in place)" << (at.empty() ? "" : " at " + format_location(at)) << "\n";
+}
+
+// Imports of the key made while this object was initialising under an outer import.
+void write_reentries_text(const WhyReport& r, const WhyEntry& e, std::ostream& out) {
+  std::vector<const WhyImport*> reentries;
+  for (const auto& wi : r.imports)
+    if (wi.reentry && wi.process == e.process && wi.import.object.present && wi.import.object.id == e.object.id)
+      reentries.push_back(&wi);
+  if (reentries.empty()) return;
+  out << "     re-entered while initialising (lookups, not importers) at ";
+  const size_t shown = std::min<size_t>(reentries.size(), 3);
+  for (size_t k = 0; k < shown; ++k) out << (k ? ", " : "") << format_location(reentries[k]->importer);
+  if (reentries.size() > shown) out << " and " << reentries.size() - shown << " more";
+  out << "\n";
+}
+
+// How an entry left the key, or that it never did.
+void write_departure_text(const WhyEntry& e, std::ostream& out) {
+  if (e.replaced_by.present) {
+    out << "     replaced by " << describe_object(e.replaced_by);
+    if (!e.replaced_at.empty()) out << " at " << format_location(e.replaced_at);
+    out << "\n";
+  } else if (e.removed) {
+    out << "     removed from sys.modules";
+    if (!e.removal_precise) out << ", seen at the next import,";
+    if (!e.removed_at.empty()) out << " at " << format_location(e.removed_at);
+    out << "\n";
+  } else if (e.finalized) {
+    out << "     there until the interpreter was finalised (Py_FinalizeEx)\n";
+  } else {
+    out << "     still there when the trace ends\n";
+  }
+}
+
+// Every object that sat under the key, numbered per process, oldest first.
+void write_entries_text(const WhyReport& r, const std::string& key, std::ostream& out) {
   std::set<int64_t> pids;
   for (const auto& e : r.entries) pids.insert(e.process);
   out << key << ": " << r.entries.size() << " object" << (r.entries.size() == 1 ? "" : "s")
@@ -336,129 +396,103 @@ void why_text(const WhyReport& r, std::ostream& out) {
       out << "  interpreter lifetime " << e.lifetime << ":\n";
       last_lifetime = e.lifetime;
     }
-    out << "  " << ++n << ". " << describe_object(e.object) << "\n";
-    if (!e.origin.empty()) out << "     from " << e.origin << "\n";
-    out << "     put there by " << (e.via_import ? "the import system" : "an assignment");
-    if (!e.precise) out << ", seen at the next import,";
-    if (!e.set_by.empty()) out << " at " << format_location(e.set_by);
-    if (!e.triggered_at.empty()) out << ", triggered at " << format_location(e.triggered_at);
-    out << "\n";
-    if (!e.native_caller.empty())
-      out << "     entered from native code: " << model::format_native_caller(e.native_caller) << "\n";
-    if (!e.during_import.empty()) {
-      out << "     during the import of " << e.during_import;
-      if (!e.during_importer.empty()) out << " at " << format_location(e.during_importer);
-      out << "\n";
-    }
-    for (const auto& cc : e.class_changes) {
-      out << "     class changed to " << cc.object.type;
-      if (!cc.where.empty()) out << " at " << format_location(cc.where);
-      // Back to a plain module from another class: LazyLoader's load, run by this access.
-      if (cc.object.is_plain_module() && &cc != &e.class_changes.front()) out << " (this access loaded it)";
-      out << "\n";
-    }
-    for (const auto& at : e.reloads)
-      out << "     reloaded (executed again in place)" << (at.empty() ? "" : " at " + format_location(at)) << "\n";
-    // Imports of the key made while this object was initialising under an outer import.
-    std::vector<const WhyImport*> reentries;
-    for (const auto& wi : r.imports)
-      if (wi.reentry && wi.process == e.process && wi.import.object.present && wi.import.object.id == e.object.id)
-        reentries.push_back(&wi);
-    if (!reentries.empty()) {
-      out << "     re-entered while initialising (lookups, not importers) at ";
-      const size_t shown = std::min<size_t>(reentries.size(), 3);
-      for (size_t k = 0; k < shown; ++k) out << (k ? ", " : "") << format_location(reentries[k]->importer);
-      if (reentries.size() > shown) out << " and " << reentries.size() - shown << " more";
-      out << "\n";
-    }
+    write_arrival_text(e, ++n, out);
+    write_in_place_changes_text(e, out);
+    write_reentries_text(r, e, out);
     if (!e.test.empty()) out << "     during test " << e.test << "\n";
-    if (e.replaced_by.present) {
-      out << "     replaced by " << describe_object(e.replaced_by);
-      if (!e.replaced_at.empty()) out << " at " << format_location(e.replaced_at);
-      out << "\n";
-    } else if (e.removed) {
-      out << "     removed from sys.modules";
-      if (!e.removal_precise) out << ", seen at the next import,";
-      if (!e.removed_at.empty()) out << " at " << format_location(e.removed_at);
-      out << "\n";
-    } else if (e.finalized) {
-      out << "     there until the interpreter was finalised (Py_FinalizeEx)\n";
-    } else {
-      out << "     still there when the trace ends\n";
-    }
+    write_departure_text(e, out);
   }
+}
 
+void write_failed_imports_text(const WhyReport& r, std::ostream& out) {
   bool any_failed = false;
   for (const auto& wi : r.imports) any_failed |= !wi.import.ok;
-  if (any_failed) {
-    out << "\nFailed imports of " << r.module << ":\n";
-    for (const auto& wi : r.imports) {
-      if (wi.import.ok) continue;
-      out << "  process " << wi.process;
-      if (wi.lifetime) out << ", interpreter lifetime " << wi.lifetime;
-      out << ": " << wi.import.error_text();
-      if (!wi.importer.empty()) out << "\n     imported at " << format_location(wi.importer);
-      if (!wi.trigger.empty()) out << ", triggered at " << format_location(wi.trigger);
-      out << "\n";
-      if (!wi.import.native_caller.empty())
-        out << "     entered from native code: " << model::format_native_caller(wi.import.native_caller) << "\n";
-    }
+  if (!any_failed) return;
+  out << "\nFailed imports of " << r.module << ":\n";
+  for (const auto& wi : r.imports) {
+    if (wi.import.ok) continue;
+    out << "  process " << wi.process;
+    if (wi.lifetime) out << ", interpreter lifetime " << wi.lifetime;
+    out << ": " << wi.import.error_text();
+    if (!wi.importer.empty()) out << "\n     imported at " << format_location(wi.importer);
+    if (!wi.trigger.empty()) out << ", triggered at " << format_location(wi.trigger);
+    out << "\n";
+    if (!wi.import.native_caller.empty())
+      out << "     entered from native code: " << model::format_native_caller(wi.import.native_caller) << "\n";
   }
+}
 
+// One lazy binding: where it was declared, and where its first use resolved or failed.
+void write_lazy_text(const WhyLazy& l, std::ostream& out) {
+  out << "  `" << l.declared.name << "` in " << l.declared.module << " -> " << l.declared.target
+      << "  [process " << l.process << "]\n";
+  out << "     declared";
+  if (!l.declared.declared_at.empty()) out << " at " << format_location(l.declared.declared_at);
+  if (!l.declared.test.empty()) out << " during test " << l.declared.test;
+  out << "\n";
+  if (l.outcome == WhyLazy::Outcome::NeverUsed) {
+    out << "     never used: nothing was imported for it\n";
+    return;
+  }
+  out << "     first used";
+  if (!l.used_at.empty()) out << " at " << format_location(l.used_at);
+  if (!l.used_test.empty()) out << " during test " << l.used_test;
+  out << "\n";
+  if (l.outcome == WhyLazy::Outcome::Resolved)
+    out << "     resolved there to " << describe_object(l.object) << "\n";
+  else if (!l.failed_lookup.empty())
+    out << "     FAILED there: " << l.error << " (the binding stayed lazy)\n";
+  else
+    out << "     FAILED there: importing " << l.failed_import << " raised " << l.error << "\n";
+}
+
+void write_children_text(const WhyReport& r, std::ostream& out) {
+  if (r.children.empty()) return;
+  out << "\nChildren bound on " << r.module << ":\n";
+  for (const auto& c : r.children) {
+    const auto& b = c.binding;
+    out << "  " << b.attribute << " (" << b.child_module() << ") bound on "
+        << describe_object(b.bound_on) << ": " << model::binding_status_name(b.status);
+    if (b.status == model::BindingStatus::Mismatch && b.attribute_value.present)
+      out << " (attribute holds " << describe_object(b.attribute_value) << ")";
+    out << "  [process " << c.process << "]\n";
+  }
+}
+
+void write_proxy_accesses_text(const WhyReport& r, std::ostream& out) {
+  if (r.proxy_accesses.empty()) return;
+  out << "\nAttribute accesses through proxies for " << r.module << ":\n";
+  for (const auto& pa : r.proxy_accesses) {
+    const auto& a = pa.access;
+    out << "  " << (a.kind == model::ProxyAccessKind::Setattr ? "set ." : ".") << a.attribute
+        << " on " << describe_object(a.proxy);
+    if (!pa.where.empty()) out << "\n     at " << format_location(pa.where);
+    if (!a.test.empty()) out << "\n     during test " << a.test;
+    out << "\n     -> " << a.outcome();
+    if (a.forwarded_to.present) out << " (forwarded to " << forwarded_name(a.forwarded_to) << ")";
+    if (a.repeats) out << "\n     and " << a.repeats << " more time" << (a.repeats == 1 ? "" : "s") << " the same way";
+    out << "\n";
+  }
+}
+
+}  // namespace
+
+void why_text(const WhyReport& r, std::ostream& out) {
+  const std::string key = "sys.modules['" + r.module + "']";
+  if (r.entries.empty() && r.children.empty() && r.proxy_accesses.empty() && r.imports.empty() && r.lazy.empty()) {
+    out << "Nothing recorded about " << key << ": no import, no change, no binding, no "
+        << "proxy access, no lazy import.\n";
+    return;
+  }
+  write_entries_text(r, key, out);
+  write_failed_imports_text(r, out);
   if (!r.lazy.empty()) {
     // PEP 810: the error comes at first use, far from the statement; both places.
     out << "\nLazy imports of " << r.module << " (PEP 810), declared first, used later:\n";
-    for (const auto& l : r.lazy) {
-      out << "  `" << l.declared.name << "` in " << l.declared.module << " -> " << l.declared.target
-          << "  [process " << l.process << "]\n";
-      out << "     declared";
-      if (!l.declared.declared_at.empty()) out << " at " << format_location(l.declared.declared_at);
-      if (!l.declared.test.empty()) out << " during test " << l.declared.test;
-      out << "\n";
-      if (l.outcome == WhyLazy::Outcome::NeverUsed) {
-        out << "     never used: nothing was imported for it\n";
-        continue;
-      }
-      out << "     first used";
-      if (!l.used_at.empty()) out << " at " << format_location(l.used_at);
-      if (!l.used_test.empty()) out << " during test " << l.used_test;
-      out << "\n";
-      if (l.outcome == WhyLazy::Outcome::Resolved)
-        out << "     resolved there to " << describe_object(l.object) << "\n";
-      else if (!l.failed_lookup.empty())
-        out << "     FAILED there: " << l.error << " (the binding stayed lazy)\n";
-      else
-        out << "     FAILED there: importing " << l.failed_import << " raised " << l.error << "\n";
-    }
+    for (const auto& l : r.lazy) write_lazy_text(l, out);
   }
-
-  if (!r.children.empty()) {
-    out << "\nChildren bound on " << r.module << ":\n";
-    for (const auto& c : r.children) {
-      const auto& b = c.binding;
-      out << "  " << b.attribute << " (" << b.child_module() << ") bound on "
-          << describe_object(b.bound_on) << ": " << model::binding_status_name(b.status);
-      if (b.status == model::BindingStatus::Mismatch && b.attribute_value.present)
-        out << " (attribute holds " << describe_object(b.attribute_value) << ")";
-      out << "  [process " << c.process << "]\n";
-    }
-  }
-
-  if (!r.proxy_accesses.empty()) {
-    out << "\nAttribute accesses through proxies for " << r.module << ":\n";
-    for (const auto& pa : r.proxy_accesses) {
-      const auto& a = pa.access;
-      out << "  " << (a.kind == model::ProxyAccessKind::Setattr ? "set ." : ".") << a.attribute
-          << " on " << describe_object(a.proxy);
-      if (!pa.where.empty()) out << "\n     at " << format_location(pa.where);
-      if (!a.test.empty()) out << "\n     during test " << a.test;
-      out << "\n     -> " << a.outcome();
-      if (a.forwarded_to.present) out << " (forwarded to " << forwarded_name(a.forwarded_to) << ")";
-      if (a.repeats) out << "\n     and " << a.repeats << " more time" << (a.repeats == 1 ? "" : "s") << " the same way";
-      out << "\n";
-    }
-  }
-
+  write_children_text(r, out);
+  write_proxy_accesses_text(r, out);
   for (const auto& [pid, end] : r.cut_short)
     out << "\nProcess " << pid << " ended abnormally, " << model::end_text(end)
         << ": its story stops there.\n";
