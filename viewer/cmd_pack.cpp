@@ -211,64 +211,69 @@ std::string human_bytes(uint64_t n) {
   return buf;
 }
 
-}  // namespace
+// How many imports the run's traces hold, for the manifest and the summary.
+size_t imports_in(const PackedRun& run) {
+  size_t n = 0;
+  for (const auto& t : run.traces) n += t.imports;
+  return n;
+}
 
-int run_pack(const std::vector<std::string>& args) {
-  ParsedArgs a = parse_args(args, {"-o", "--output"}, {"--redact"});
-  if (a.positional.empty()) throw UsageError("pack needs at least one RUN (a directory, a trace file or a bundle)");
-  std::string out_path = a.get("-o", a.get("--output", ""));
-  if (out_path.empty()) throw UsageError("pack needs -o FILE.tar.gz");
-  bool redact = a.has("--redact");
-
-  std::vector<PackedRun> runs = collect(a.positional);
-
-  // Every trace decoded: refused when the viewer would refuse it, counted for the summary.
+struct PackTotals {
   size_t processes = 0, imports = 0;
-  uint64_t raw_bytes = 0;
+};
+
+// Every trace decoded: refused when the viewer would refuse it, counted for the summary.
+PackTotals check_traces(std::vector<PackedRun>& runs) {
+  PackTotals totals;
   for (auto& run : runs)
     for (auto& t : run.traces) {
       model::Process p;
       std::string why;
       if (!reader::parse_trace(t.bytes.data(), t.bytes.size(), p, why)) throw InputError(t.from + ": " + why);
       t.imports = p.imports.size();
-      ++processes;
-      imports += p.imports.size();
+      ++totals.processes;
+      totals.imports += p.imports.size();
     }
+  return totals;
+}
 
-  if (redact) {
-    redact::Redactor r;
-    for (const auto& run : runs) {
-      for (const auto& t : run.traces) redact::learn_trace(t.bytes.data(), t.bytes.size(), r);
-      for (const auto& x : run.junit) r.learn(x.text);
+// --redact: what every trace and junit file says is learnt first, so that one secret is
+// replaced the same way wherever it appears; then traces, files and names are rewritten.
+void redact_runs(std::vector<PackedRun>& runs) {
+  redact::Redactor r;
+  for (const auto& run : runs) {
+    for (const auto& t : run.traces) redact::learn_trace(t.bytes.data(), t.bytes.size(), r);
+    for (const auto& x : run.junit) r.learn(x.text);
+  }
+  r.learn_local_machine();
+  for (auto& run : runs) {
+    run.name = member_component(r.apply(run.name), "run");
+    for (auto& t : run.traces) {
+      std::vector<uint8_t> clean;
+      std::string why;
+      if (!redact::redact_trace(t.bytes.data(), t.bytes.size(), r, clean, why))
+        throw InputError(t.from + ": " + why);
+      t.bytes.swap(clean);
+      t.file = member_component(r.apply(t.file), "trace.pb");
     }
-    r.learn_local_machine();
-    for (auto& run : runs) {
-      run.name = member_component(r.apply(run.name), "run");
-      for (auto& t : run.traces) {
-        std::vector<uint8_t> clean;
-        std::string why;
-        if (!redact::redact_trace(t.bytes.data(), t.bytes.size(), r, clean, why))
-          throw InputError(t.from + ": " + why);
-        t.bytes.swap(clean);
-        t.file = member_component(r.apply(t.file), "trace.pb");
-      }
-      for (auto& x : run.junit) {
-        x.text = redact::redact_xml(x.text, r);
-        x.file = member_component(r.apply(x.file), "junit.xml");
-      }
-    }
-    // Run names made equal by redaction stay apart.
-    std::vector<std::string> taken;
-    for (auto& run : runs) {
-      std::string base = run.name;
-      for (int n = 2; std::find(taken.begin(), taken.end(), run.name) != taken.end(); ++n)
-        run.name = base + "-" + std::to_string(n);
-      taken.push_back(run.name);
+    for (auto& x : run.junit) {
+      x.text = redact::redact_xml(x.text, r);
+      x.file = member_component(r.apply(x.file), "junit.xml");
     }
   }
+  // Run names made equal by redaction stay apart.
+  std::vector<std::string> taken;
+  for (auto& run : runs) {
+    std::string base = run.name;
+    for (int n = 2; std::find(taken.begin(), taken.end(), run.name) != taken.end(); ++n)
+      run.name = base + "-" + std::to_string(n);
+    taken.push_back(run.name);
+  }
+}
 
-  // Junit files keep their names, as test_outcomes lists them by name; names made equal by
-  // redaction (or cut) stay apart and stay *.xml.
+// Junit files keep their names, as test_outcomes lists them by name; names made equal by
+// redaction (or cut) stay apart and stay *.xml.
+void name_junit_files(std::vector<PackedRun>& runs) {
   for (auto& run : runs) {
     std::vector<std::string> used;
     for (auto& x : run.junit) {
@@ -281,36 +286,45 @@ int run_pack(const std::vector<std::string>& args) {
       x.file = file;
     }
   }
+}
 
+std::string manifest_json(const std::vector<PackedRun>& runs, bool redacted) {
   std::ostringstream manifest;
-  {
-    JsonWriter w(manifest, true);
-    w.begin_object();
-    w.field("schema", "imptrace.bundle/1");
-    w.field("redacted", redact);
-    w.object_array("runs", runs, [&](const PackedRun& run) {
-      w.field("name", run.name);
-      size_t n_imports = 0;
-      for (const auto& t : run.traces) n_imports += t.imports;
-      w.field("processes", run.traces.size());
-      w.field("imports", n_imports);
-      std::vector<std::string> files;
-      for (const auto& t : run.traces) files.push_back(run.name + "/" + t.file);
-      w.string_array("files", files);
-      std::vector<std::string> junit;
-      for (const auto& x : run.junit) junit.push_back(run.name + "/" + x.file);
-      w.string_array("junit", junit);
-    });
-    w.end_object();
-    w.finish();
-  }
+  JsonWriter w(manifest, true);
+  w.begin_object();
+  w.field("schema", "imptrace.bundle/1");
+  w.field("redacted", redacted);
+  w.object_array("runs", runs, [&](const PackedRun& run) {
+    w.field("name", run.name);
+    w.field("processes", run.traces.size());
+    w.field("imports", imports_in(run));
+    std::vector<std::string> files;
+    for (const auto& t : run.traces) files.push_back(run.name + "/" + t.file);
+    w.string_array("files", files);
+    std::vector<std::string> junit;
+    for (const auto& x : run.junit) junit.push_back(run.name + "/" + x.file);
+    w.string_array("junit", junit);
+  });
+  w.end_object();
+  w.finish();
+  return manifest.str();
+}
 
+struct WrittenSizes {
+  uint64_t traces = 0;  // the traces' bytes before compression
+  uint64_t packed = 0;  // the bundle's compressed bytes
+};
+
+// The bundle is written beside out_path and renamed over it only when complete, so a
+// failed pack never leaves a truncated bundle under the name asked for.
+WrittenSizes write_bundle(const std::vector<PackedRun>& runs, const std::string& manifest,
+                          const std::string& out_path) {
+  WrittenSizes sizes;
   std::string tmp = out_path + ".tmp" + std::to_string(getpid());
   bundle::Writer writer;
   std::string why;
   bool ok = writer.open(tmp, why);
-  ok = ok && writer.add("manifest.json", reinterpret_cast<const uint8_t*>(manifest.str().data()),
-                        manifest.str().size(), why);
+  ok = ok && writer.add("manifest.json", reinterpret_cast<const uint8_t*>(manifest.data()), manifest.size(), why);
   for (const auto& run : runs) {
     std::vector<std::string> used;
     for (const auto& t : run.traces) {
@@ -318,7 +332,7 @@ int run_pack(const std::vector<std::string>& args) {
       for (int n = 2; std::find(used.begin(), used.end(), file) != used.end(); ++n)
         file = strip_suffixes(t.file) + "-" + std::to_string(n) + ".pb";
       used.push_back(file);
-      raw_bytes += t.bytes.size();
+      sizes.traces += t.bytes.size();
       ok = ok && writer.add(run.name + "/" + file, t.bytes.data(), t.bytes.size(), why);
     }
     for (const auto& x : run.junit)
@@ -330,22 +344,43 @@ int run_pack(const std::vector<std::string>& args) {
     unlink(tmp.c_str());
     throw InputError("cannot write " + out_path + ": " + why);
   }
+  sizes.packed = writer.compressed_bytes();
+  return sizes;
+}
 
-  uint64_t packed = writer.compressed_bytes();
+// One line per run, then the totals and what the bundle costs per import.
+void print_pack_summary(const std::vector<PackedRun>& runs, const PackTotals& totals, bool redact,
+                        const std::string& out_path, const WrittenSizes& sizes) {
   char per_import[64] = "no imports";
-  if (imports) snprintf(per_import, sizeof per_import, "%.1f bytes per import", static_cast<double>(packed) / imports);
+  if (totals.imports)
+    snprintf(per_import, sizeof per_import, "%.1f bytes per import", static_cast<double>(sizes.packed) / totals.imports);
   for (const auto& run : runs) {
-    size_t n_imports = 0;
-    for (const auto& t : run.traces) n_imports += t.imports;
     std::cout << "  " << run.name << ": " << run.traces.size() << " process" << (run.traces.size() == 1 ? "" : "es")
-              << ", " << n_imports << " imports";
+              << ", " << imports_in(run) << " imports";
     for (size_t i = 0; i < run.junit.size(); ++i) std::cout << (i ? ", " : "; test outcomes from ") << run.junit[i].file;
     std::cout << "\n";
   }
-  std::cout << "packed " << runs.size() << " run" << (runs.size() == 1 ? "" : "s") << " (" << processes
-            << " process" << (processes == 1 ? "" : "es") << ", " << imports << " imports"
-            << (redact ? ", redacted" : "") << ") into " << out_path << ": " << human_bytes(packed) << " from "
-            << human_bytes(raw_bytes) << " of traces, " << per_import << "\n";
+  std::cout << "packed " << runs.size() << " run" << (runs.size() == 1 ? "" : "s") << " (" << totals.processes
+            << " process" << (totals.processes == 1 ? "" : "es") << ", " << totals.imports << " imports"
+            << (redact ? ", redacted" : "") << ") into " << out_path << ": " << human_bytes(sizes.packed) << " from "
+            << human_bytes(sizes.traces) << " of traces, " << per_import << "\n";
+}
+
+}  // namespace
+
+int run_pack(const std::vector<std::string>& args) {
+  ParsedArgs a = parse_args(args, {"-o", "--output"}, {"--redact"});
+  if (a.positional.empty()) throw UsageError("pack needs at least one RUN (a directory, a trace file or a bundle)");
+  std::string out_path = a.get("-o", a.get("--output", ""));
+  if (out_path.empty()) throw UsageError("pack needs -o FILE.tar.gz");
+  bool redact = a.has("--redact");
+
+  std::vector<PackedRun> runs = collect(a.positional);
+  const PackTotals totals = check_traces(runs);
+  if (redact) redact_runs(runs);
+  name_junit_files(runs);
+  const WrittenSizes sizes = write_bundle(runs, manifest_json(runs, redact), out_path);
+  print_pack_summary(runs, totals, redact, out_path, sizes);
   return 0;
 }
 
