@@ -507,71 +507,100 @@ void note_partial(Ranked& r) {
   if (r.sep < 0.5) r.f.severity = Severity::Info;
 }
 
-std::vector<Ranked> candidates(const std::unordered_map<uint64_t, FactInfo>& facts, size_t nb, size_t ng) {
-  std::vector<Ranked> out;
-  auto present = [&](const std::string& name) -> const FactInfo* {
-    auto it = facts.find(fact_key(Family::Present, name));
-    return it == facts.end() ? nullptr : &it->second;
-  };
+// Facts told together as one finding, by (bad side, what they share, bad runs, good runs):
+// each with its key.
+using FactGroups =
+    std::map<std::tuple<bool, std::string, uint32_t, uint32_t>, std::vector<std::pair<uint64_t, const FactInfo*>>>;
+
+// What the first pass over the facts sets aside for the passes that tell them together.
+struct SetAside {
   // Module presence: one finding per top-level package, side and support.
-  std::map<std::tuple<bool, std::string, uint32_t, uint32_t>, std::vector<std::pair<uint64_t, const FactInfo*>>> modules;
+  FactGroups modules;
   // Origins and loaders by module, for what the other side had.
   std::unordered_map<std::string, std::vector<const FactInfo*>> values;
   // Children of one parent bound the same wrong way, in the same runs: one finding, as in
   // the two-run diff.
-  std::map<std::tuple<bool, std::string, uint32_t, uint32_t>, std::vector<std::pair<uint64_t, const FactInfo*>>> children;
+  FactGroups children;
+};
+
+const FactInfo* present_fact(const std::unordered_map<uint64_t, FactInfo>& facts, const std::string& name) {
+  auto it = facts.find(fact_key(Family::Present, name));
+  return it == facts.end() ? nullptr : &it->second;
+}
+
+// Every fact seen more often on one side: a finding of its own, or set aside to be told
+// with others.
+SetAside sort_out_facts(const std::unordered_map<uint64_t, FactInfo>& facts, size_t nb, size_t ng,
+                        std::vector<Ranked>& out) {
+  SetAside aside;
   for (const auto& kv : facts) {
     const FactInfo& fi = kv.second;
     if (fi.bad * ng == fi.good * nb) continue;  // as often on both sides: nothing to tell
     bool bad_side = fi.bad * ng > fi.good * nb;
     switch (fi.family) {
       case Family::Binding:
-        children[{bad_side, fi.story + "\n" + fi.detail + "\n" + std::to_string(static_cast<int>(fi.kind)), fi.bad, fi.good}]
+        aside.children[{bad_side, fi.story + "\n" + fi.detail + "\n" + std::to_string(static_cast<int>(fi.kind)),
+                        fi.bad, fi.good}]
             .push_back({kv.first, &fi});
         continue;
       case Family::Present: {
-        modules[{bad_side, fi.value, fi.bad, fi.good}].push_back({kv.first, &fi});
+        aside.modules[{bad_side, fi.value, fi.bad, fi.good}].push_back({kv.first, &fi});
         continue;
       }
       case Family::Origin:
       case Family::Loader: {
         if (!bad_side) continue;  // the mirror of the failing side's value
-        const FactInfo* p = present(fi.name);
+        const FactInfo* p = present_fact(facts, fi.name);
         if (!p || !p->good) continue;  // not imported by the passing runs: module_added tells it
-        values[fi.name];
+        aside.values[fi.name];
         break;
       }
       default: break;
     }
     if (fi.family != Family::Origin && fi.family != Family::Loader) out.push_back(to_finding(kv.first, fi, nb, ng));
   }
-  if (!values.empty()) {
-    for (const auto& kv : facts) {
-      const FactInfo& fi = kv.second;
-      if ((fi.family == Family::Origin || fi.family == Family::Loader) && values.count(fi.name))
-        values[fi.name].push_back(&fi);
-    }
-    for (const auto& kv : facts) {
-      const FactInfo& fi = kv.second;
-      if ((fi.family != Family::Origin && fi.family != Family::Loader) || !values.count(fi.name)) continue;
-      if (fi.bad * ng <= fi.good * nb) continue;
-      const FactInfo* other = nullptr;  // the passing runs' most common value
-      for (const FactInfo* o : values[fi.name])
-        if (o->family == fi.family && o != &fi && (!other || o->good > other->good)) other = o;
-      if (!other || !other->good) continue;
-      Ranked r = to_finding(kv.first, fi, nb, ng);
-      const char* how = fi.family == Family::Origin ? " now comes from " : " loaded by ";
-      r.f.summary = fi.name + how + fi.value + " (was " + other->value + ")";
-      r.f.bad = fi.value + " (" + runs_phrase(fi.bad, nb, "failing") + ")";
-      r.f.good = other->value + " (" + runs_phrase(other->good, ng, "passing") + ")";
-      out.push_back(std::move(r));
-    }
+  return aside;
+}
+
+// A module the failing runs load from another origin or with another loader than the
+// passing runs: one finding with both values.
+void add_value_findings(const std::unordered_map<uint64_t, FactInfo>& facts,
+                        std::unordered_map<std::string, std::vector<const FactInfo*>>& values, size_t nb, size_t ng,
+                        std::vector<Ranked>& out) {
+  if (values.empty()) return;
+  for (const auto& kv : facts) {
+    const FactInfo& fi = kv.second;
+    if ((fi.family == Family::Origin || fi.family == Family::Loader) && values.count(fi.name))
+      values[fi.name].push_back(&fi);
   }
+  for (const auto& kv : facts) {
+    const FactInfo& fi = kv.second;
+    if ((fi.family != Family::Origin && fi.family != Family::Loader) || !values.count(fi.name)) continue;
+    if (fi.bad * ng <= fi.good * nb) continue;
+    const FactInfo* other = nullptr;  // the passing runs' most common value
+    for (const FactInfo* o : values[fi.name])
+      if (o->family == fi.family && o != &fi && (!other || o->good > other->good)) other = o;
+    if (!other || !other->good) continue;
+    Ranked r = to_finding(kv.first, fi, nb, ng);
+    const char* how = fi.family == Family::Origin ? " now comes from " : " loaded by ";
+    r.f.summary = fi.name + how + fi.value + " (was " + other->value + ")";
+    r.f.bad = fi.value + " (" + runs_phrase(fi.bad, nb, "failing") + ")";
+    r.f.good = other->value + " (" + runs_phrase(other->good, ng, "passing") + ")";
+    out.push_back(std::move(r));
+  }
+}
+
+// A group's facts in the order they first happened, then by name: the first one leads.
+void sort_by_first_seen(std::vector<std::pair<uint64_t, const FactInfo*>>& list) {
+  std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) {
+    return a.second->order != b.second->order ? a.second->order < b.second->order : a.second->name < b.second->name;
+  });
+}
+
+void add_children_findings(FactGroups& children, size_t nb, size_t ng, std::vector<Ranked>& out) {
   for (auto& kv : children) {
     auto& list = kv.second;
-    std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) {
-      return a.second->order != b.second->order ? a.second->order < b.second->order : a.second->name < b.second->name;
-    });
+    sort_by_first_seen(list);
     Ranked r = to_finding(list[0].first, *list[0].second, nb, ng);
     if (list.size() > 1) {
       const FactInfo& first = *list[0].second;
@@ -585,12 +614,14 @@ std::vector<Ranked> candidates(const std::unordered_map<uint64_t, FactInfo>& fac
     }
     out.push_back(std::move(r));
   }
+}
+
+// Modules imported on one side only, one finding per top-level package: named after the
+// shortest module name of the group, the others listed.
+void add_module_findings(FactGroups& modules, size_t nb, size_t ng, std::vector<Ranked>& out) {
   for (auto& kv : modules) {
-    auto& list = kv.second;
-    std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) {
-      return a.second->order != b.second->order ? a.second->order < b.second->order : a.second->name < b.second->name;
-    });
-    const auto& kept = list;
+    auto& kept = kv.second;
+    sort_by_first_seen(kept);
     Ranked r = to_finding(kept[0].first, *kept[0].second, nb, ng);
     bool bad_side = std::get<0>(kv.first);
     r.f.kind = bad_side ? Kind::ModuleAdded : Kind::ModuleMissing;
@@ -616,10 +647,18 @@ std::vector<Ranked> candidates(const std::unordered_map<uint64_t, FactInfo>& fac
                                           : "not imported";
     out.push_back(std::move(r));
   }
+}
+
+std::vector<Ranked> candidates(const std::unordered_map<uint64_t, FactInfo>& facts, size_t nb, size_t ng) {
+  std::vector<Ranked> out;
+  SetAside aside = sort_out_facts(facts, nb, ng, out);
+  add_value_findings(facts, aside.values, nb, ng, out);
+  add_children_findings(aside.children, nb, ng, out);
+  add_module_findings(aside.modules, nb, ng, out);
   for (auto& r : out) {
     // A failed import of a module the passing runs import fine stopped something there.
     if (r.info->family == Family::Failed && r.bad_side && r.f.severity == Severity::Warning) {
-      const FactInfo* p = present(r.info->name);
+      const FactInfo* p = present_fact(facts, r.info->name);
       if (p && ng && p->good * 2 >= ng) r.f.severity = Severity::Error;
     }
     note_partial(r);
