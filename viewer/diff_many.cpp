@@ -530,8 +530,8 @@ const FactInfo* present_fact(const std::unordered_map<uint64_t, FactInfo>& facts
 
 // Every fact seen more often on one side: a finding of its own, or set aside to be told
 // with others.
-SetAside sort_out_facts(const std::unordered_map<uint64_t, FactInfo>& facts, size_t nb, size_t ng,
-                        std::vector<Ranked>& out) {
+SetAside split_facts(const std::unordered_map<uint64_t, FactInfo>& facts, size_t nb, size_t ng,
+                     std::vector<Ranked>& out) {
   SetAside aside;
   for (const auto& kv : facts) {
     const FactInfo& fi = kv.second;
@@ -651,7 +651,7 @@ void add_module_findings(FactGroups& modules, size_t nb, size_t ng, std::vector<
 
 std::vector<Ranked> candidates(const std::unordered_map<uint64_t, FactInfo>& facts, size_t nb, size_t ng) {
   std::vector<Ranked> out;
-  SetAside aside = sort_out_facts(facts, nb, ng, out);
+  SetAside aside = split_facts(facts, nb, ng, out);
   add_value_findings(facts, aside.values, nb, ng, out);
   add_children_findings(aside.children, nb, ng, out);
   add_module_findings(aside.modules, nb, ng, out);
