@@ -190,6 +190,15 @@ struct CPythonApi {
   int frame_code_offset = -1;
   int frame_lasti_offset = -1;
   int frame_lasti_unit = 1;
+  // 3.11-3.13: where a frame object keeps its interpreter frame (f_frame), and where that
+  // keeps the code object and the instruction pointer (prev_instr, 3.13's instr_ptr);
+  // code_bytes_offset: where a code object's instructions start (co_code_adaptive), so
+  // that PyFrame_GetLasti is the pointer's distance from there. -1 until
+  // probe_frame_layout confirmed them against the accessors on a running frame.
+  int iframe_offset = -1;
+  int iframe_code_offset = -1;
+  int iframe_instr_offset = -1;
+  int code_bytes_offset = -1;
   bool frame_layout_probed = false;
 };
 
@@ -255,6 +264,18 @@ constexpr int kFrameCode = 24;
 constexpr int kFrameLasti38 = 96;   // 3.8, 3.9
 constexpr int kFrameLasti310 = 88;  // 3.10
 constexpr int kCodeUnit310 = 2;     // bytes per 3.10 f_lasti unit (frame.f_lasti doubles it)
+// 3.11-3.13 (Include/internal/pycore_frame.h, 3.13 Include/internal/pycore_frame.h and
+// Include/cpython/frameobject.h): a frame object is PyObject_HEAD, f_back, f_frame (its
+// _PyInterpreterFrame), ... From ob_type. The interpreter frame (no header): 3.11 f_func,
+// f_globals, f_builtins, f_locals, f_code, frame_obj, previous, prev_instr; 3.12 f_code,
+// previous, f_funcobj, f_globals, f_builtins, f_locals, frame_obj, prev_instr; 3.13 the
+// same with f_executable and instr_ptr. 3.14 makes f_executable a tagged reference: not
+// read.
+constexpr int kFrameInterpreterFrame = 16;
+constexpr int kIFrameCode311 = 32, kIFrameFrameObject311 = 40;
+constexpr int kIFrameCode312 = 0, kIFrameFrameObject312 = 48;  // 3.12, 3.13
+constexpr int kIFrameInstr = 56;                               // 3.11-3.13
+constexpr int kMinCodeBytesOffset = 48, kMaxCodeBytesOffset = 512;  // a code object's header
 // PyFunctionObject is about twenty words on every version: a tp_vectorcall_offset past
 // this bound means a layout the tracer does not know.
 constexpr intptr_t kMaxFunctionVectorcallOffset = 512;
@@ -441,27 +462,36 @@ void* patch_builtin_function(PyObject* fn, const char* name, int flags, void* ho
 PyObject* frame_back(PyObject* frame);
 PyObject* frame_code(PyObject* frame);
 
-// Checks layout::kFrame* on `frame` (a frame object, GIL held) against its attributes, once
-// per process, on 3.8-3.10; sets the CPythonApi::frame_* offsets when they match. Any
-// pending exception is kept as it was.
+// Checks layout::kFrame* on `frame` (a running frame object, GIL held) against its
+// attributes, once per process, on 3.8-3.10, and layout::kIFrame* against PyFrame_GetCode
+// and PyFrame_GetLasti on 3.11-3.13; sets the CPythonApi::frame_* or iframe_* offsets when
+// they match. Any pending exception is kept as it was.
 void probe_frame_layout(PyObject* frame);
 
 // A running frame's code object (borrowed: the frame holds it) and the byte offset of its
-// current instruction. This keys the repeated proxy-access path (access_repeats.h), so it
-// takes the cheapest correct way on each version: on 3.8-3.10 two loads from the frame
-// object (an attribute lookup of f_code cost about 190 instructions on 3.8, and 3.9's and
-// 3.10's PyFrame_GetCode is a call, an incref and a decref, and their f_lasti is an
-// attribute); on 3.11+ PyFrame_GetCode and PyFrame_GetLasti. False (nothing set) when
+// current instruction (PyFrame_GetLasti's, or frame.f_lasti's). This keys the repeated
+// proxy-access path (access_repeats.h), so it takes the cheapest correct way on each
+// version: on 3.8-3.10 two loads from the frame object (an attribute lookup of f_code cost
+// about 190 instructions on 3.8, and 3.9's and 3.10's PyFrame_GetCode is a call, an incref
+// and a decref, and their f_lasti is an attribute); on 3.11-3.13 three loads through the
+// frame object's interpreter frame (PyFrame_GetCode, Py_DecRef and PyFrame_GetLasti were
+// three calls, about 40 instructions, and three more functions' code in the instruction
+// cache of a loop); 3.14+ PyFrame_GetCode and PyFrame_GetLasti. False (nothing set) when
 // neither gives them; an error is not left set.
 bool frame_position_slow(PyObject* frame, PyObject** code, int* lasti);
 inline bool frame_position(PyObject* frame, PyObject** code, int* lasti) {
   PyObject* c;
   int i;
+  const char* f = reinterpret_cast<const char*>(frame);
   if (py.frame_code_offset >= 0) {
-    const char* f = reinterpret_cast<const char*>(frame);
     c = *reinterpret_cast<PyObject* const*>(f + py.frame_code_offset);
     i = *reinterpret_cast<const int*>(f + py.frame_lasti_offset) * py.frame_lasti_unit;
-  } else if (py.PyFrame_GetLasti && py.PyFrame_GetCode) {
+  } else if (py.code_bytes_offset >= 0) {
+    const char* iframe = *reinterpret_cast<const char* const*>(f + py.iframe_offset);
+    c = *reinterpret_cast<PyObject* const*>(iframe + py.iframe_code_offset);
+    const char* instr = *reinterpret_cast<const char* const*>(iframe + py.iframe_instr_offset);
+    i = static_cast<int>(instr - reinterpret_cast<const char*>(c) - py.code_bytes_offset);
+  } else if (py.frame_layout_probed && py.PyFrame_GetLasti && py.PyFrame_GetCode) {
     c = py.PyFrame_GetCode(frame);
     py.Py_DecRef(c);  // the running frame holds it: only its address is used
     i = py.PyFrame_GetLasti(frame);
