@@ -393,10 +393,12 @@ void probe_interpreter_frame(PyObject* frame) {
   const char* instr = *reinterpret_cast<const char* const*>(ifr + layout::kIFrameInstr);
   intptr_t start = instr - reinterpret_cast<const char*>(c) - lasti;
   if (start < layout::kMinCodeBytesOffset || start > layout::kMaxCodeBytesOffset || start % 2) return;
-  py.iframe_offset = iframe;
-  py.iframe_code_offset = code;
-  py.iframe_instr_offset = layout::kIFrameInstr;
-  py.code_bytes_offset = static_cast<int>(start);  // last: frame_position takes it as saying the others are set
+  py.position_deref = iframe;
+  py.position_raw = layout::kIFrameInstr;
+  py.position_code_mask = ~uintptr_t(0);
+  py.position_delta = static_cast<int>(start);
+  py.position_unit = 1;
+  py.position_code = code;  // last: frame_position takes it as saying the others are set
 }
 
 }  // namespace
@@ -437,7 +439,10 @@ void probe_frame_layout(PyObject* frame) {
   py.frame_back_offset = back;
   py.frame_lasti_offset = lasti;
   py.frame_lasti_unit = unit;
-  py.frame_code_offset = code;  // last: frame_position takes it as saying the others are set
+  py.frame_code_offset = code;
+  py.position_raw = lasti;  // f_lasti, then f_lineno: the 8 bytes are the frame's
+  py.position_unit = unit;
+  py.position_code = code;  // last: frame_position takes it as saying the others are set
 }
 
 PyObject* frame_back(PyObject* frame) {

@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 namespace imptrace {
@@ -190,15 +191,20 @@ struct CPythonApi {
   int frame_code_offset = -1;
   int frame_lasti_offset = -1;
   int frame_lasti_unit = 1;
-  // 3.11-3.13: where a frame object keeps its interpreter frame (f_frame), and where that
-  // keeps the code object and the instruction pointer (prev_instr, 3.13's instr_ptr);
-  // code_bytes_offset: where a code object's instructions start (co_code_adaptive), so
-  // that PyFrame_GetLasti is the pointer's distance from there. -1 until
-  // probe_frame_layout confirmed them against the accessors on a running frame.
-  int iframe_offset = -1;
-  int iframe_code_offset = -1;
-  int iframe_instr_offset = -1;
-  int code_bytes_offset = -1;
+  // frame_position's route through memory, one for 3.8-3.13 (set once probe_frame_layout
+  // confirmed it on a running frame; position_code -1 until then): base is the frame
+  // object, or on 3.11-3.13 the interpreter frame it points to at position_deref (f_frame);
+  // the code object sits at base + position_code; the 8 bytes at base + position_raw are
+  // 3.8-3.10's f_lasti (an int: the low half) or 3.11-3.13's instruction pointer
+  // (prev_instr, 3.13's instr_ptr), which sits PyFrame_GetLasti bytes past the code
+  // object's instructions (co_code_adaptive, position_delta bytes into the code object).
+  //   lasti = (int)(raw - (code & position_code_mask) - position_delta) * position_unit
+  int position_code = -1;
+  int position_deref = -1;
+  int position_raw = 0;
+  uintptr_t position_code_mask = 0;  // 0 (3.8-3.10) or all ones (3.11-3.13)
+  int position_delta = 0;
+  int position_unit = 1;
   bool frame_layout_probed = false;
 };
 
@@ -482,15 +488,16 @@ bool frame_position_slow(PyObject* frame, PyObject** code, int* lasti);
 inline bool frame_position(PyObject* frame, PyObject** code, int* lasti) {
   PyObject* c;
   int i;
-  const char* f = reinterpret_cast<const char*>(frame);
-  if (py.frame_code_offset >= 0) {
-    c = *reinterpret_cast<PyObject* const*>(f + py.frame_code_offset);
-    i = *reinterpret_cast<const int*>(f + py.frame_lasti_offset) * py.frame_lasti_unit;
-  } else if (py.code_bytes_offset >= 0) {
-    const char* iframe = *reinterpret_cast<const char* const*>(f + py.iframe_offset);
-    c = *reinterpret_cast<PyObject* const*>(iframe + py.iframe_code_offset);
-    const char* instr = *reinterpret_cast<const char* const*>(iframe + py.iframe_instr_offset);
-    i = static_cast<int>(instr - reinterpret_cast<const char*>(c) - py.code_bytes_offset);
+  if (py.position_code >= 0) {
+    // One straight route for every version that has one (see CPythonApi::position_code):
+    // the repeated path stays one contiguous run of code.
+    const char* base = reinterpret_cast<const char*>(frame);
+    if (py.position_deref >= 0) base = *reinterpret_cast<const char* const*>(base + py.position_deref);
+    c = *reinterpret_cast<PyObject* const*>(base + py.position_code);
+    uintptr_t raw;
+    memcpy(&raw, base + py.position_raw, sizeof raw);
+    uintptr_t start = (reinterpret_cast<uintptr_t>(c) & py.position_code_mask) + py.position_delta;
+    i = static_cast<int>(static_cast<uint32_t>(raw - start)) * py.position_unit;
   } else if (py.frame_layout_probed && py.PyFrame_GetLasti && py.PyFrame_GetCode) {
     c = py.PyFrame_GetCode(frame);
     py.Py_DecRef(c);  // the running frame holds it: only its address is used

@@ -30,7 +30,10 @@ struct EnvWatch {
   // Inline, a few loads: the repeated proxy-access path asks at every repeat.
   [[gnu::always_inline]] bool unchanged() const {
     char** a = array;
-    return environ == a && !a[len] && a[probe] == probe_entry;
+    if (__builtin_expect(environ != a, 0)) return false;  // a may have been freed: not read
+    // One branch for both entries: the repeated path stays one contiguous run of code.
+    return !(reinterpret_cast<uintptr_t>(a[len]) |
+             (reinterpret_cast<uintptr_t>(a[probe]) ^ reinterpret_cast<uintptr_t>(probe_entry)));
   }
   // Scans the environment again; the value (after '='), or null.
   const char* rescan();
