@@ -25,7 +25,7 @@
 // older ones (whose counts are written first), which then start again with full records.
 //
 // A loop repeats one site, so each thread remembers the site it last recorded or counted
-// (RepeatMemo) and the hook compares a call with that site's key before anything else:
+// (repeats::Memo) and the hook compares a call with that site's key before anything else:
 // a repeat of it is counted inline in the hook, with no hash, no probe and no call into
 // this file. The memo names a slot and the slot's version, so a slot given to another
 // site, or an observed function taking another kind, makes it miss, never match wrongly;
@@ -93,8 +93,7 @@ constexpr size_t kSites = size_t(1) << kSiteBits;
 // while the site is in the table) so that their addresses keep meaning the same objects;
 // the object is not (holding a module or proxy would change when the program frees it):
 // its trace identity, checked again whenever a tracked object died, says whether the
-// address still is that object. The fields the repeated path reads come first (one cache
-// line).
+// address still is that object. The fields the repeated path reads come first.
 struct Site {
   PyObject* object;
   PyObject* attribute;  // owned; null: a free slot

@@ -71,8 +71,8 @@ bool strings_ready() {
 
 // Everything but a repeat of the thread's memo (access_repeats.h): out of line, so that
 // the hook's repeated path stays a few contiguous cache lines.
-[[gnu::noinline]] void observe_call(PyObject* fn, PyObject* const* args, size_t nargsf,
-                                               PyObject* kwnames, PyObject* res) {
+[[gnu::noinline]] void observe_call(PyObject* fn, PyObject* const* args, size_t nargsf, PyObject* kwnames,
+                                    PyObject* res) {
   const Observed* o = find(fn);
   if (!o || kwnames || !forward_observable()) return;
   // PY_VECTORCALL_ARGUMENTS_OFFSET is the top bit of nargsf.
