@@ -23,29 +23,42 @@
 //
 // The table is touched with the main interpreter's GIL held; sites beyond its size evict
 // older ones (whose counts are written first), which then start again with full records.
+//
+// A loop repeats one site, so each thread remembers the site it last recorded or counted
+// (repeats::Memo) and the hook compares a call with that site's key before anything else:
+// a repeat of it is counted inline in the hook, with no hash, no probe and no call into
+// this file. The memo names a slot and the slot's version, so a slot given to another
+// site, or an observed function taking another kind, makes it miss, never match wrongly;
+// a miss is the probe of count_repeat, as for any other access.
 #pragma once
 
 #include <stdint.h>
 
 #include "cpython_api.h"
+#include "object_identity.h"
+#include "pytest_context.h"
+#include "records.h"
+#include "trace_writer.h"
 
 namespace imptrace {
 
 // Where one access came from and what it was about. `object`: the proxy, or the module
-// whose __getattr__ ran (the function itself when the module left sys.modules).
+// whose __getattr__ ran (the function itself when the module left sys.modules). `fn`: the
+// observed function that ran (the thread's memo is keyed by it).
 struct AccessSite {
   PyObject* object;
   PyObject* attribute;
   PyObject* code;  // compared by address only; the caller's running frame keeps it alive
   int32_t position;
   uint32_t kind;   // a ProxyAccess::Kind
+  PyObject* fn;
 };
 
-// The repeated path, for a successful access whose function has just returned: true when
-// it was counted (record nothing). Otherwise `site` holds its calling instruction for the
-// full record, or a null code when no Python frame called it (then no repeat of it is
-// ever counted). `object` and `attribute` are never null (the hook's vectorcall arguments
-// and the function itself).
+// The repeated path, for a successful access whose function has just returned and that
+// missed the thread's memo: true when it was counted (record nothing). Otherwise `site`
+// holds its calling instruction for the full record, or a null code when no Python frame
+// called it (then no repeat of it is ever counted). `object` and `attribute` are never
+// null (the hook's vectorcall arguments and the function itself); `site->fn` is set.
 bool count_repeat(uint32_t kind, PyObject* object, PyObject* attribute, PyObject* result, AccessSite* site);
 
 // A successful access at `site` about to be recorded in full, writer lock held. Returns the
@@ -62,5 +75,124 @@ void write_repeat_summaries();
 // Something about objects under sys.modules changed: every site's next access is recorded
 // in full.
 void repeats_objects_changed();
+
+// An observed function's entry was written (a function observed, or observed as another
+// kind) or every entry forgotten: no thread's memo names a function by a stale kind.
+void repeats_forget_memos();
+
+// The table, visible here so that the hook's check of the memo is inlined into it.
+namespace repeats {
+
+constexpr uint32_t kRecordedInFull = 3;
+constexpr uint32_t kResultChangesRecorded = 8;
+constexpr uint32_t kRepeatsPerClockRead = 64;
+constexpr int kSiteBits = 10;
+constexpr size_t kSites = size_t(1) << kSiteBits;
+
+// One site. The key's attribute and code are held (a reference each, deliberately kept
+// while the site is in the table) so that their addresses keep meaning the same objects;
+// the object is not (holding a module or proxy would change when the program frees it):
+// its trace identity, checked again whenever a tracked object died, says whether the
+// address still is that object. The fields the repeated path reads come first.
+struct Site {
+  PyObject* object;
+  PyObject* attribute;  // owned; null: a free slot
+  PyObject* code;       // owned
+  int32_t position;
+  uint32_t kind;
+  PyObject* result;     // the latest recorded result, compared by address only
+  uintptr_t test;       // current_test_token() when last recorded
+  uint64_t pending;     // repeats counted since the latest summary
+  uint32_t objects_epoch;  // Table::objects_epoch when last recorded
+  uint32_t deaths;         // identity_deaths() when the object was last checked
+  uint32_t generation, strings_epoch;  // the file the serial belongs to
+  uint32_t recorded;    // full records made for the site
+  uint32_t result_changes;
+  uint32_t version;     // bumps whenever the slot takes another site (memos name it)
+  bool listed;          // in Table::listed
+  uint64_t object_id;
+  uint64_t serial;      // of the latest full record
+};
+
+struct Table {
+  Site sites[kSites];
+  uint16_t listed[kSites];  // sites with repeats not yet written (and some written since)
+  uint32_t n_listed;
+  uint32_t objects_epoch;
+  uint32_t memo_epoch;   // repeats_forget_memos
+  uint32_t since_clock;  // repeats since the clock was last read
+  uint64_t next_serial;
+  uint64_t last_summary_ns;
+};
+extern Table g_table;
+
+// The thread's latest site. Zero (no function) matches no call.
+struct Memo {
+  PyObject* fn;
+  Site* site;
+  uint32_t memo_epoch;  // Table::memo_epoch when set
+  uint32_t nargs;       // fn's arguments for its kind: 1 MODULE_GETATTR, 2 GETATTR, 3 SETATTR
+  uint32_t version;     // the site's slot version when set
+};
+extern thread_local Memo t_memo;
+
+// Whether a site found for this access may count it rather than record it: recorded in
+// full often enough, nothing changed about objects since, the same file and pytest phase,
+// a result it has seen (a SETATTR has none), the same object under the address.
+[[gnu::always_inline]] inline bool countable(Site& e, PyObject* object, PyObject* result) {
+  if (e.recorded < kRecordedInFull || e.objects_epoch != g_table.objects_epoch ||
+      e.generation != TraceWriter::generation() || e.strings_epoch != TraceWriter::strings_epoch() ||
+      e.test != current_test_token())
+    return false;
+  if (result != e.result && e.kind != fields::ProxyAccess::SETATTR && e.result_changes < kResultChangesRecorded)
+    return false;
+  uint32_t deaths = identity_deaths();
+  if (__builtin_expect(e.deaths != deaths, 0)) {
+    // Some tracked object died: is this still the object the site was made for?
+    if (identity(object, false) != e.object_id) return false;
+    e.deaths = deaths;
+  }
+  return true;
+}
+
+// Every kRepeatsPerClockRead repeats: the summaries, when kSummaryInterval has passed. Out
+// of line: the repeated path stays short.
+void clock_read();
+
+[[gnu::always_inline]] inline void count(Site& e) {
+  if (!e.pending++ && !e.listed) {
+    e.listed = true;
+    g_table.listed[g_table.n_listed++] = static_cast<uint16_t>(&e - g_table.sites);
+  }
+  if (__builtin_expect(++g_table.since_clock >= kRepeatsPerClockRead, 0)) clock_read();
+}
+
+}  // namespace repeats
+
+// The hook's first check, for a call of `fn` with its arguments as received that returned
+// `result` (not null): true when it repeated the thread's memo and was counted. The caller
+// has checked nothing else; `observable()` (forward_observable) is asked once the key's
+// cheap part matched.
+template <typename Observable>
+[[gnu::always_inline]] inline bool count_memo_repeat(PyObject* fn, PyObject* const* args, size_t nargsf,
+                                                     PyObject* kwnames, PyObject* result, Observable observable) {
+  using namespace repeats;
+  Memo& m = t_memo;
+  // PY_VECTORCALL_ARGUMENTS_OFFSET is the top bit of nargsf.
+  size_t nargs = nargsf & ~(size_t(1) << (8 * sizeof(size_t) - 1));
+  if (fn != m.fn || kwnames || nargs != m.nargs || m.memo_epoch != g_table.memo_epoch) return false;
+  Site& e = *m.site;
+  bool module = nargs == 1;  // MODULE_GETATTR: the function stands for its module
+  PyObject* object = module ? fn : args[0];
+  PyObject* attribute = module ? args[0] : args[1];
+  if (e.version != m.version || e.object != object || e.attribute != attribute || !observable()) return false;
+  PyObject* f = py.PyEval_GetFrame();  // borrowed
+  PyObject* code;
+  int position;
+  if (!f || !frame_position(f, &code, &position) || code != e.code || position != e.position) return false;
+  if (!countable(e, object, result)) return false;
+  count(e);
+  return true;
+}
 
 }  // namespace imptrace

@@ -370,11 +370,49 @@ PyObject* type_of_slow(PyObject* o) {
   return t;
 }
 
+namespace {
+
+// 3.11-3.13: the interpreter frame behind a running frame object, checked against the
+// accessors. The frame's own back pointer (frame_obj) must lead to the frame object, the
+// code object must be PyFrame_GetCode's, and the instruction pointer must sit
+// PyFrame_GetLasti bytes past a plausible start of the code's instructions: a layout
+// other than the one expected fails at least one of these.
+void probe_interpreter_frame(PyObject* frame) {
+  if (!py.PyFrame_GetCode || !py.PyFrame_GetLasti) return;
+  int iframe = py.ob_type_offset + layout::kFrameInterpreterFrame;
+  int code = py.minor == 11 ? layout::kIFrameCode311 : layout::kIFrameCode312;
+  int frame_obj = py.minor == 11 ? layout::kIFrameFrameObject311 : layout::kIFrameFrameObject312;
+  const char* f = reinterpret_cast<const char*>(frame);
+  const char* ifr = *reinterpret_cast<const char* const*>(f + iframe);
+  if (!ifr || *reinterpret_cast<PyObject* const*>(ifr + frame_obj) != frame) return;
+  PyObject* c = py.PyFrame_GetCode(frame);
+  if (!c) { py.PyErr_Clear(); return; }
+  py.Py_DecRef(c);  // the running frame holds it
+  int lasti = py.PyFrame_GetLasti(frame);
+  if (*reinterpret_cast<PyObject* const*>(ifr + code) != c || lasti < 0) return;
+  const char* instr = *reinterpret_cast<const char* const*>(ifr + layout::kIFrameInstr);
+  intptr_t start = instr - reinterpret_cast<const char*>(c) - lasti;
+  if (start < layout::kMinCodeBytesOffset || start > layout::kMaxCodeBytesOffset || start % 2) return;
+  py.position_deref = iframe;
+  py.position_raw = layout::kIFrameInstr;
+  py.position_code_mask = ~uintptr_t(0);
+  py.position_delta = static_cast<int>(start);
+  py.position_unit = 1;
+  py.position_code = code;  // last: frame_position takes it as saying the others are set
+}
+
+}  // namespace
+
 void probe_frame_layout(PyObject* frame) {
   if (py.frame_layout_probed || !frame) return;
   py.frame_layout_probed = true;
   static void* frame_type = dlsym(RTLD_DEFAULT, "PyFrame_Type");
-  if (py.minor < 8 || py.minor > 10 || py.ob_type_offset < 0 || !frame_type || type_of(frame) != frame_type) return;
+  if (py.ob_type_offset < 0 || !frame_type || type_of(frame) != frame_type) return;
+  if (py.minor >= 11 && py.minor <= 13) {
+    probe_interpreter_frame(frame);
+    return;
+  }
+  if (py.minor < 8 || py.minor > 10) return;
   int back = py.ob_type_offset + layout::kFrameBack;
   int code = py.ob_type_offset + layout::kFrameCode;
   int lasti = py.ob_type_offset + (py.minor == 10 ? layout::kFrameLasti310 : layout::kFrameLasti38);
@@ -401,7 +439,10 @@ void probe_frame_layout(PyObject* frame) {
   py.frame_back_offset = back;
   py.frame_lasti_offset = lasti;
   py.frame_lasti_unit = unit;
-  py.frame_code_offset = code;  // last: frame_position takes it as saying the others are set
+  py.frame_code_offset = code;
+  py.position_raw = lasti;  // f_lasti, then f_lineno: the 8 bytes are the frame's
+  py.position_unit = unit;
+  py.position_code = code;  // last: frame_position takes it as saying the others are set
 }
 
 PyObject* frame_back(PyObject* frame) {
@@ -563,7 +604,7 @@ int lnotab_line(LineCursor& c, uint32_t a) {
 bool frame_position_slow(PyObject* frame, PyObject** code, int* lasti) {
   if (!py.frame_layout_probed) {
     probe_frame_layout(frame);
-    if (py.frame_code_offset >= 0) return frame_position(frame, code, lasti);
+    return frame_position(frame, code, lasti);  // now with a layout, or the accessors
   }
   PyObject* c = frame_code(frame);
   if (!c) return false;

@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 namespace imptrace {
@@ -190,6 +191,20 @@ struct CPythonApi {
   int frame_code_offset = -1;
   int frame_lasti_offset = -1;
   int frame_lasti_unit = 1;
+  // frame_position's route through memory, one for 3.8-3.13 (set once probe_frame_layout
+  // confirmed it on a running frame; position_code -1 until then): base is the frame
+  // object, or on 3.11-3.13 the interpreter frame it points to at position_deref (f_frame);
+  // the code object sits at base + position_code; the 8 bytes at base + position_raw are
+  // 3.8-3.10's f_lasti (an int: the low half) or 3.11-3.13's instruction pointer
+  // (prev_instr, 3.13's instr_ptr), which sits PyFrame_GetLasti bytes past the code
+  // object's instructions (co_code_adaptive, position_delta bytes into the code object).
+  //   lasti = (int)(raw - (code & position_code_mask) - position_delta) * position_unit
+  int position_code = -1;
+  int position_deref = -1;
+  int position_raw = 0;
+  uintptr_t position_code_mask = 0;  // 0 (3.8-3.10) or all ones (3.11-3.13)
+  int position_delta = 0;
+  int position_unit = 1;
   bool frame_layout_probed = false;
 };
 
@@ -255,6 +270,18 @@ constexpr int kFrameCode = 24;
 constexpr int kFrameLasti38 = 96;   // 3.8, 3.9
 constexpr int kFrameLasti310 = 88;  // 3.10
 constexpr int kCodeUnit310 = 2;     // bytes per 3.10 f_lasti unit (frame.f_lasti doubles it)
+// 3.11-3.13 (Include/internal/pycore_frame.h, 3.13 Include/internal/pycore_frame.h and
+// Include/cpython/frameobject.h): a frame object is PyObject_HEAD, f_back, f_frame (its
+// _PyInterpreterFrame), ... From ob_type. The interpreter frame (no header): 3.11 f_func,
+// f_globals, f_builtins, f_locals, f_code, frame_obj, previous, prev_instr; 3.12 f_code,
+// previous, f_funcobj, f_globals, f_builtins, f_locals, frame_obj, prev_instr; 3.13 the
+// same with f_executable and instr_ptr. 3.14 makes f_executable a tagged reference: not
+// read.
+constexpr int kFrameInterpreterFrame = 16;
+constexpr int kIFrameCode311 = 32, kIFrameFrameObject311 = 40;
+constexpr int kIFrameCode312 = 0, kIFrameFrameObject312 = 48;  // 3.12, 3.13
+constexpr int kIFrameInstr = 56;                               // 3.11-3.13
+constexpr int kMinCodeBytesOffset = 48, kMaxCodeBytesOffset = 512;  // a code object's header
 // PyFunctionObject is about twenty words on every version: a tp_vectorcall_offset past
 // this bound means a layout the tracer does not know.
 constexpr intptr_t kMaxFunctionVectorcallOffset = 512;
@@ -441,27 +468,37 @@ void* patch_builtin_function(PyObject* fn, const char* name, int flags, void* ho
 PyObject* frame_back(PyObject* frame);
 PyObject* frame_code(PyObject* frame);
 
-// Checks layout::kFrame* on `frame` (a frame object, GIL held) against its attributes, once
-// per process, on 3.8-3.10; sets the CPythonApi::frame_* offsets when they match. Any
-// pending exception is kept as it was.
+// Checks layout::kFrame* on `frame` (a running frame object, GIL held) against its
+// attributes, once per process, on 3.8-3.10, and layout::kIFrame* against PyFrame_GetCode
+// and PyFrame_GetLasti on 3.11-3.13; sets the CPythonApi::frame_* or iframe_* offsets when
+// they match. Any pending exception is kept as it was.
 void probe_frame_layout(PyObject* frame);
 
 // A running frame's code object (borrowed: the frame holds it) and the byte offset of its
-// current instruction. This keys the repeated proxy-access path (access_repeats.h), so it
-// takes the cheapest correct way on each version: on 3.8-3.10 two loads from the frame
-// object (an attribute lookup of f_code cost about 190 instructions on 3.8, and 3.9's and
-// 3.10's PyFrame_GetCode is a call, an incref and a decref, and their f_lasti is an
-// attribute); on 3.11+ PyFrame_GetCode and PyFrame_GetLasti. False (nothing set) when
+// current instruction (PyFrame_GetLasti's, or frame.f_lasti's). This keys the repeated
+// proxy-access path (access_repeats.h), so it takes the cheapest correct way on each
+// version: on 3.8-3.10 two loads from the frame object (an attribute lookup of f_code cost
+// about 190 instructions on 3.8, and 3.9's and 3.10's PyFrame_GetCode is a call, an incref
+// and a decref, and their f_lasti is an attribute); on 3.11-3.13 three loads through the
+// frame object's interpreter frame (PyFrame_GetCode, Py_DecRef and PyFrame_GetLasti were
+// three calls, about 40 instructions, and three more functions' code in the instruction
+// cache of a loop); 3.14+ PyFrame_GetCode and PyFrame_GetLasti. False (nothing set) when
 // neither gives them; an error is not left set.
 bool frame_position_slow(PyObject* frame, PyObject** code, int* lasti);
 inline bool frame_position(PyObject* frame, PyObject** code, int* lasti) {
   PyObject* c;
   int i;
-  if (py.frame_code_offset >= 0) {
-    const char* f = reinterpret_cast<const char*>(frame);
-    c = *reinterpret_cast<PyObject* const*>(f + py.frame_code_offset);
-    i = *reinterpret_cast<const int*>(f + py.frame_lasti_offset) * py.frame_lasti_unit;
-  } else if (py.PyFrame_GetLasti && py.PyFrame_GetCode) {
+  if (py.position_code >= 0) {
+    // One straight route for every version that has one (see CPythonApi::position_code):
+    // the repeated path stays one contiguous run of code.
+    const char* base = reinterpret_cast<const char*>(frame);
+    if (py.position_deref >= 0) base = *reinterpret_cast<const char* const*>(base + py.position_deref);
+    c = *reinterpret_cast<PyObject* const*>(base + py.position_code);
+    uintptr_t raw;
+    memcpy(&raw, base + py.position_raw, sizeof raw);
+    uintptr_t start = (reinterpret_cast<uintptr_t>(c) & py.position_code_mask) + py.position_delta;
+    i = static_cast<int>(static_cast<uint32_t>(raw - start)) * py.position_unit;
+  } else if (py.frame_layout_probed && py.PyFrame_GetLasti && py.PyFrame_GetCode) {
     c = py.PyFrame_GetCode(frame);
     py.Py_DecRef(c);  // the running frame holds it: only its address is used
     i = py.PyFrame_GetLasti(frame);

@@ -124,11 +124,6 @@ void record_proxy_access(uint32_t kind, PyObject* proxy, PyObject* attr, PyObjec
 }  // namespace
 
 // The proxy observer's side (proxy_observer.h).
-bool forward_observable() {
-  return g_settings.enabled && g_settings.proxies && TraceWriter::usable() && !ts().inside_tracer &&
-         g_main_interpreter.interp && py.PyInterpreterState_Get() == g_main_interpreter.interp;
-}
-
 void record_forward(uint32_t kind, PyObject* proxy, PyObject* attr, PyObject* res, const AccessSite* site) {
   InterpreterScope scope;
   ThreadState& t = ts();

@@ -69,25 +69,26 @@ bool strings_ready() {
   return true;
 }
 
-// The hook: CPython's own entry point first, with everything as received, then the
-// record. The result and the error indicator go back as CPython left them.
-PyObject* observed_entry(PyObject* fn, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
-  PyObject* res = g_observer.function_vectorcall(fn, args, nargsf, kwnames);
+// Everything but a repeat of the thread's memo (access_repeats.h): out of line, so that
+// the hook's repeated path stays a few contiguous cache lines.
+[[gnu::noinline]] void observe_call(PyObject* fn, PyObject* const* args, size_t nargsf, PyObject* kwnames,
+                                    PyObject* res) {
   const Observed* o = find(fn);
-  if (!o || kwnames || !forward_observable()) return res;
+  if (!o || kwnames || !forward_observable()) return;
   // PY_VECTORCALL_ARGUMENTS_OFFSET is the top bit of nargsf.
   size_t nargs = nargsf & ~(size_t(1) << (8 * sizeof(size_t) - 1));
   uint32_t kind = o->kind;
-  if (nargs != (kind == GETATTR ? 2u : kind == SETATTR ? 3u : 1u)) return res;
+  if (nargs != (kind == GETATTR ? 2u : kind == SETATTR ? 3u : 1u)) return;
   PyObject* attr = kind == MODULE_GETATTR ? args[0] : args[1];
-  // The repeated path (access_repeats.h), before anything else is looked up. A module's
-  // __getattr__ is its site's object there: each observed function stands for one
-  // module, and the module itself is looked up only when the access is recorded (the
-  // site's identity check then fails on the function, sending the access to the full
-  // record, which checks the module).
+  // The repeated path (access_repeats.h) for a site other than the memo's, before
+  // anything else is looked up. A module's __getattr__ is its site's object there: each
+  // observed function stands for one module, and the module itself is looked up only when
+  // the access is recorded (the site's identity check then fails on the function, sending
+  // the access to the full record, which checks the module).
   AccessSite site;
   site.code = nullptr;
-  if (res && count_repeat(kind, kind == MODULE_GETATTR ? fn : args[0], attr, res, &site)) return res;
+  site.fn = fn;
+  if (res && count_repeat(kind, kind == MODULE_GETATTR ? fn : args[0], attr, res, &site)) return;
   const AccessSite* sited = site.code ? &site : nullptr;
   if (kind == MODULE_GETATTR) {
     // The module by the name taken when it was observed: the function's globals are not
@@ -99,6 +100,17 @@ PyObject* observed_entry(PyObject* fn, PyObject* const* args, size_t nargsf, PyO
   } else {
     record_forward(kind, args[0], attr, res, sited);
   }
+}
+
+// The hook: CPython's own entry point first, with everything as received, then the
+// record, or the count of a repeat. The result and the error indicator go back as CPython
+// left them.
+PyObject* observed_entry(PyObject* fn, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  PyObject* res = g_observer.function_vectorcall(fn, args, nargsf, kwnames);
+  if (__builtin_expect(res != nullptr, 1) &&
+      count_memo_repeat(fn, args, nargsf, kwnames, res, [] { return forward_observable(); }))
+    return res;
+  observe_call(fn, args, nargsf, kwnames, res);
   return res;
 }
 
@@ -123,6 +135,7 @@ void observe_function(PyObject* fn, uint32_t kind, PyObject* name) {
   PyObject* old = s.observed[i].fn == fn ? s.observed[i].name : nullptr;
   s.observed[i] = Observed{fn, kind, name};
   if (old) py.Py_DecRef(old);
+  repeats_forget_memos();  // a memo may name fn by the kind it had
   __atomic_store_n(entry, &observed_entry, __ATOMIC_RELEASE);
 }
 
@@ -150,6 +163,7 @@ void observe_proxy_class(PyObject* type, bool getattr, bool setattr) {
 void forget_lifetime_observed_functions() {
   memset(g_observer.observed, 0, sizeof g_observer.observed);
   g_observer.n_observed = 0;
+  repeats_forget_memos();
   g_observer.getattr_str = g_observer.setattr_str = g_observer.name_str = nullptr;
 }
 

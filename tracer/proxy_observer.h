@@ -27,21 +27,28 @@
 #pragma once
 
 #include "cpython_api.h"
+#include "process_state.h"
+#include "thread_state.h"
+#include "trace_writer.h"
 
 namespace imptrace {
 
 struct AccessSite;
 
+// True when a call at this point would be recorded (tracer enabled, main interpreter, not
+// inside the tracer's own work). Inline: the hook asks on its repeated path.
+[[gnu::always_inline]] inline bool forward_observable() {
+  return g_settings.enabled && g_settings.proxies && TraceWriter::usable() && !t_state.inside_tracer &&
+         g_main_interpreter.interp && py.PyInterpreterState_Get() == g_main_interpreter.interp;
+}
+
 // Provided by the recorder (proxies.cpp), called by the hook with the GIL held.
-//  - forward_observable: true when a call at this point would be recorded (tracer enabled, main
-//    interpreter, not inside the tracer's own work).
 //  - record_forward: one call, after it ran. `result` null means it failed and the error
 //    indicator holds the error; record_forward leaves the indicator as it found it.
 //    `kind` is a ProxyAccess::Kind; for MODULE_GETATTR `proxy` is the module, or the
 //    function itself when its module is no longer in sys.modules. `site`: where a
 //    successful call came from (access_repeats.h), when known; the hook has already found
 //    that it was not a repeat to count.
-bool forward_observable();
 void record_forward(uint32_t kind, PyObject* proxy, PyObject* attr, PyObject* result, const AccessSite* site);
 
 // A module that an import returned: its module-level __getattr__ (PEP 562), when it is a

@@ -159,3 +159,89 @@ def test_viewer_shows_counts_and_diff_says_only_how_often(tmp_path):
     again = run_loops(tmp_path, py, 20000, name="again")
     same = json.loads(viewer("diff", big, again, "--format", "json").stdout)["findings"]
     assert not [f for f in same if f["kind"] == "proxy_access_repeats"], same
+
+
+# Loops that change one part of an access's key at a time, in a pattern where each thread's
+# memo of its latest site (the hook's first check) sees a near miss at every access: two
+# reads on one line (another calling instruction), two instances of one proxy class read
+# at one instruction (another object, the same __getattr__ and result), a __getattr__
+# answering two results in turn (another result), and one failing every other call
+# (another outcome).
+FORWARDING = ("import sys, types\n"
+              "class Forwarding(types.ModuleType):\n"
+              "    def __getattr__(self, name):\n"
+              "        return getattr(self._target, name)\n"
+              "def install(name):\n"
+              "    real = types.ModuleType(name + '_real')\n"
+              "    real.value = 1\n"
+              "    proxy = Forwarding(name)\n"
+              "    proxy._target = real\n"
+              "    sys.modules[name] = proxy\n")
+NEAR_MISS_PKGS = {
+    "lazy562.py": pep562_module(42),
+    "forwarding.py": FORWARDING,
+    "twin_a.py": "import forwarding\nforwarding.install(__name__)\n",
+    "twin_b.py": "import forwarding\nforwarding.install(__name__)\n",
+    "turns.py": ("calls = [0]\nRESULTS = (object(), object())\n"
+                 "def __getattr__(name):\n    calls[0] += 1\n    return RESULTS[calls[0] % 2]\n"),
+    "flaky.py": ("calls = [0]\n"
+                 "def __getattr__(name):\n    calls[0] += 1\n"
+                 "    if calls[0] % 2:\n        raise AttributeError(name)\n    return 1\n"),
+}
+
+NEAR_MISS = """\
+import os, sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pkgs"))
+import lazy562, twin_a, twin_b, turns, flaky
+N = int(sys.argv[1])
+for _ in range(N):
+    x = lazy562.value + lazy562.value
+for m in [twin_a, twin_b] * N:
+    m.value
+for _ in range(N):
+    turns.value
+for _ in range(2 * N):
+    getattr(flaky, "value", None)
+"""
+TWO_SITES_LINE, TWINS_LINE, TURNS_LINE, FLAKY_LINE = 6, 8, 10, 12
+
+
+@pytest.mark.parametrize("py", PYS, ids=ident)
+def test_near_misses_of_the_latest_site_are_not_merged(py, tmp_path):
+    n = 3000
+    work = tmp_path / "w"
+    (work / "pkgs").mkdir(parents=True)
+    for f, text in NEAR_MISS_PKGS.items():
+        (work / "pkgs" / f).write_text(text)
+    (work / "near_miss.py").write_text(NEAR_MISS)
+    out = tmp_path / "out"
+    r = run([py, "near_miss.py", str(n)], traced=True, outdir=str(out), cwd=str(work))
+    assert r.returncode == 0, r.stderr[-2000:]
+    acc = [a for a in accesses(str(out)) if a["where"]["file"] == "near_miss.py"]
+
+    def at(line, **match):
+        return [a for a in acc if a["where"]["line"] == line
+                and all(a["proxy"][k] == v if k == "type" else a[k] == v for k, v in match.items())]
+
+    # Two calling instructions on one line: two sites, each with its own first records.
+    two = at(TWO_SITES_LINE)
+    assert sum(1 + a["repeats"] for a in two) == 2 * n
+    assert 6 <= len(two) <= 8, [(a["repeats"], a["time_ns"]) for a in two]
+    # Two objects behind one __getattr__ at one instruction, each counted as itself.
+    twins = at(TWINS_LINE)
+    ids = {a["proxy"]["id"] for a in twins}
+    assert len(ids) == 2, twins
+    for i in ids:
+        mine = [a for a in twins if a["proxy"]["id"] == i]
+        assert sum(1 + a["repeats"] for a in mine) == n
+        assert 3 <= len(mine) <= 4, [(a["repeats"], a["time_ns"]) for a in mine]
+    # A result that differs from the latest recorded one is a whole record (a few times)
+    # before it is counted.
+    turns = at(TURNS_LINE)
+    assert sum(1 + a["repeats"] for a in turns) == n
+    assert len(turns) > 4, [(a["repeats"], a["result"]) for a in turns]
+    # Every failure whole; the successes between them counted.
+    failed = at(FLAKY_LINE, outcome="AttributeError: value")
+    ok = at(FLAKY_LINE, outcome="ok")
+    assert len(failed) == n and all(a["repeats"] == 0 for a in failed)
+    assert sum(1 + a["repeats"] for a in ok) == n and len(ok) <= 4
