@@ -51,7 +51,8 @@ constexpr size_t kCodeCache = kCodeWays * kCodeSets;
 struct CodeSetKeys {
   PyObject* code[kCodeWays];  // slots' code objects, copied here for the lookup
 };
-struct CodeCache {
+// Aligned so that each entry (64 bytes on the 64-bit targets) is one cache line, not two.
+struct alignas(64) CodeCache {
   CodeSetKeys keys[kCodeSets];
   uint8_t next_victim[kCodeSets];
   CodeInfo slots[kCodeSets][kCodeWays];
