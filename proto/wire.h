@@ -33,7 +33,10 @@ struct ByteBuf {
     if (n + extra <= cap) return true;
     return grow(extra);
   }
-  bool grow(size_t extra) {
+  // Out of line and cold: the tracer writes dozens of fields per import, and a copy of
+  // this loop and its realloc inlined at each of them was most of the encoders' code,
+  // spread through the lines the hot path runs (the L1 instruction cache, DESIGN.md).
+  __attribute__((noinline, cold)) bool grow(size_t extra) {
     if (failed) return false;
     size_t want = cap ? cap * 2 : 256;
     while (want < n + extra) want *= 2;

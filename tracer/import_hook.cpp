@@ -50,11 +50,12 @@ VectorcallFn g_function_entry = nullptr;
 // arguments, passed by keyword). A replaced function is called as it was asked (3.9+),
 // else up to three positional arguments through CPython's small-stack call (no tuple) and
 // anything more with a tuple and a dict.
-PyObject* call_original(const Callee& c, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
-  if (c.entry) return c.entry(c.fn, args, nargsf, kwnames);
-  PyObject* orig = c.fn;
+// Out of line: only 3.8 (no PyObject_Vectorcall) takes it, and inlined its tuple and dict
+// building sat among the lines every import runs on the other versions (the rule in
+// docs/DESIGN.md, "Code the hot path runs").
+__attribute__((noinline)) PyObject* call_original_without_vectorcall(PyObject* orig, PyObject* const* args,
+                                                                       size_t nargsf, PyObject* kwnames) {
   Py_ssize_t nargs = vectorcall_nargs(nargsf);
-  if (py.PyObject_Vectorcall) return py.PyObject_Vectorcall(orig, args, nargsf, kwnames);
   Py_ssize_t nkw = kwnames ? py.PyTuple_Size(kwnames) : 0;
   if (nkw == 0) {
     if (nargs == 2) return py.PyObject_CallFunctionObjArgs(orig, args[0], args[1], nullptr);
@@ -75,6 +76,12 @@ PyObject* call_original(const Callee& c, PyObject* const* args, size_t nargsf, P
     if (!key || py.PyDict_SetItemString(kwargs.get(), key, args[nargs + i]) < 0) return nullptr;
   }
   return py.PyObject_Call(orig, tuple.get(), kwargs.get());
+}
+
+PyObject* call_original(const Callee& c, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  if (c.entry) return c.entry(c.fn, args, nargsf, kwnames);
+  if (py.PyObject_Vectorcall) return py.PyObject_Vectorcall(c.fn, args, nargsf, kwnames);
+  return call_original_without_vectorcall(c.fn, args, nargsf, kwnames);
 }
 
 // importlib._bootstrap._handle_fromlist, observed like _find_and_load: notes the frame
@@ -148,6 +155,21 @@ struct SysPathWatch {
 };
 SysPathWatch g_sys_path;
 
+// sys.path written: a handful of times per run, against a check at every import. Cold
+// and out of line, so the check's lines are all an import runs here.
+__attribute__((cold, noinline)) void write_sys_path(PyObject* path, Py_ssize_t n) {
+  auto r = TraceWriter::begin_record(Record::sys_path);
+  auto& b = TraceWriter::buf();
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    uint32_t id = intern_obj(py.PyList_GetItem(path, i));
+    // An empty entry ('' = the working directory) must keep its place in the list.
+    wire::put_tag(b, SysPath::entries, wire::VARINT);
+    wire::put_varint(b, id);
+  }
+  wire::put_uint(b, SysPath::time_ns, TraceWriter::now_ns());
+  TraceWriter::end_record(r);
+}
+
 void record_sys_path_if_changed() {
   // sys.path is read at every import: in the main interpreter straight from sys's dict with
   // a cached key (PySys_GetObject builds a new str for its name on each call).
@@ -176,16 +198,7 @@ void record_sys_path_if_changed() {
     sig = sig * 1000003 + reinterpret_cast<uintptr_t>(items ? items[i] : py.PyList_GetItem(path, i));
   if (sig == g_sys_path.signature) return;
   g_sys_path.signature = sig;
-  auto r = TraceWriter::begin_record(Record::sys_path);
-  auto& b = TraceWriter::buf();
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    uint32_t id = intern_obj(py.PyList_GetItem(path, i));
-    // An empty entry ('' = the working directory) must keep its place in the list.
-    wire::put_tag(b, SysPath::entries, wire::VARINT);
-    wire::put_varint(b, id);
-  }
-  wire::put_uint(b, SysPath::time_ns, TraceWriter::now_ns());
-  TraceWriter::end_record(r);
+  write_sys_path(path, n);
 }
 
 // What one import produced, read once at its end and handed to every consumer (the Import
@@ -268,6 +281,31 @@ void record_import_end(ThreadState& t, const InFlight& self, PyObject* name, PyO
   if (self.inserted && same_epoch) inflight_note_inserted(self.name_id, nullptr);
 }
 
+// An import that ends without its record: begun before a fork (the parent's file has it),
+// or the writer has stopped. Rare, so cold and out of line (docs/DESIGN.md, "Code the hot
+// path runs").
+__attribute__((cold, noinline)) void end_unrecorded(const InFlight& self) {
+  if (self.generation == TraceWriter::generation()) {  // else: begun before a fork, see above
+    WriterLock lock;
+    if (self.name_epoch == TraceWriter::strings_epoch()) {
+      if (self.inserted) inflight_note_inserted(self.name_id, nullptr);
+      inflight_add(self.name_id, -1);
+    }
+  }
+  if (self.inserted) py.Py_DecRef(self.inserted);
+}
+
+// The pending exception of a failed import, taken aside while its record is written, and
+// put back after. Out of line and cold: most imports succeed.
+struct PendingError {
+  PyObject *type = nullptr, *value = nullptr, *tb = nullptr;
+};
+__attribute__((cold, noinline)) void fetch_error(PendingError& e) {
+  py.PyErr_Fetch(&e.type, &e.value, &e.tb);
+  py.PyErr_NormalizeException(&e.type, &e.value, &e.tb);
+}
+__attribute__((cold, noinline)) void restore_error(PendingError& e) { py.PyErr_Restore(e.type, e.value, e.tb); }
+
 PyObject* find_and_load_hook(const Callee& orig, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   InterpreterScope scope;
   ThreadState& t = ts();
@@ -308,32 +346,22 @@ PyObject* find_and_load_hook(const Callee& orig, PyObject* const* args, size_t n
   InFlight self = t.stack[t.depth];
   // Begun before a fork, ended in the child: the parent's file has it, not ours.
   if (self.generation != TraceWriter::generation() || !TraceWriter::usable()) {
-    if (self.generation == TraceWriter::generation()) {  // else: begun before a fork, see above
-      WriterLock lock;
-      if (self.name_epoch == TraceWriter::strings_epoch()) {
-        if (self.inserted) inflight_note_inserted(self.name_id, nullptr);
-        inflight_add(self.name_id, -1);
-      }
-    }
-    if (self.inserted) py.Py_DecRef(self.inserted);
+    end_unrecorded(self);
     return res;
   }
 
   ++t.inside_tracer;
-  PyObject *et = nullptr, *ev = nullptr, *tb = nullptr;
-  if (!res) {
-    py.PyErr_Fetch(&et, &ev, &tb);
-    py.PyErr_NormalizeException(&et, &ev, &tb);
-  }
+  PendingError err;
+  if (!res) fetch_error(err);
   {
     WriterLock lock;
-    record_import_end(t, self, name, res, et, ev, rec, main_interp, shadowing, native, nnative);
+    record_import_end(t, self, name, res, err.type, err.value, rec, main_interp, shadowing, native, nnative);
     TraceWriter::flush();
   }
   // Outside the lock, with no error pending: this may be the last reference.
   if (self.inserted) py.Py_DecRef(self.inserted);
   if (shadowing) shadow_register_owed_walk_at_exit();
-  if (!res) py.PyErr_Restore(et, ev, tb);
+  if (!res) restore_error(err);
   --t.inside_tracer;
   return res;
 }
