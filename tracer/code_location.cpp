@@ -51,11 +51,20 @@ constexpr size_t kCodeCache = kCodeWays * kCodeSets;
 struct CodeSetKeys {
   PyObject* code[kCodeWays];  // slots' code objects, copied here for the lookup
 };
+// An entry's storage with no initialiser of its own: with CodeInfo's default member
+// values, 256 entries made the compiler initialise the cache with code run at load, in
+// every process the library is preloaded into (16 KiB of stores and four page faults per
+// spawn of /bin/true). Zero-initialised instead, as static storage is: an entry is read
+// only once its key matched, after code_info filled it.
+union CodeSlot {
+  CodeInfo info;
+  CodeSlot() {}
+};
 // Aligned so that each entry (64 bytes on the 64-bit targets) is one cache line, not two.
 struct alignas(64) CodeCache {
   CodeSetKeys keys[kCodeSets];
   uint8_t next_victim[kCodeSets];
-  CodeInfo slots[kCodeSets][kCodeWays];
+  CodeSlot slots[kCodeSets][kCodeWays];
 };
 CodeCache g_code_cache;
 
@@ -85,7 +94,7 @@ CodeInfo& code_info(PyObject* code, CodeInfo& scratch) {
   CodeSetKeys& keys = g_code_cache.keys[set];
   for (size_t w = 0; w < kCodeWays; ++w) {
     if (keys.code[w] != code) continue;
-    CodeInfo& hit = g_code_cache.slots[set][w];
+    CodeInfo& hit = g_code_cache.slots[set][w].info;
     if (hit.generation == TraceWriter::strings_epoch()) return hit;
   }
   size_t way = 0;
@@ -94,7 +103,7 @@ CodeInfo& code_info(PyObject* code, CodeInfo& scratch) {
     way = g_code_cache.next_victim[set];
     g_code_cache.next_victim[set] = static_cast<uint8_t>((way + 1) % kCodeWays);
   }
-  CodeInfo& slot = g_code_cache.slots[set][way];
+  CodeInfo& slot = g_code_cache.slots[set][way].info;
   CodeInfo ci = describe_code(code);
   py.Py_IncRef(code);
   PyObject* old = slot.code;
@@ -206,7 +215,7 @@ CodeLocation function_location(PyObject* fn) {
 
 void forget_lifetime_code() {
   for (auto& set : g_code_cache.slots)
-    for (CodeInfo& c : set) c = CodeInfo();
+    for (CodeSlot& c : set) c.info = CodeInfo();
   memset(g_code_cache.keys, 0, sizeof g_code_cache.keys);
   memset(g_code_cache.next_victim, 0, sizeof g_code_cache.next_victim);
 }
