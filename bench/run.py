@@ -286,7 +286,7 @@ def generate(work, workloads=(), windows=False):
         write(os.path.join(src, "tree_window_main.py"), "import btw_root\n")
     write(os.path.join(src, "torch_main.py"), "import torch\n")
     gen_storm(src)
-    gen_hot(src)
+    gen_hot(src, HOT_READS)
     suite = gen_pytest(work)
     write(os.path.join(src, "wrapper_launch.py"), WRAPPER)
     write(os.path.join(src, "scipy_main.py"), "import scipy, sympy\n")
@@ -923,8 +923,7 @@ WORKLOAD_TITLES = {
     "long20000": "one importer file of 20,000 lines `import lm.mI` (20,000 top-level imports)",
     "scipy": "`import scipy, sympy` (Debian python3-scipy, python3-sympy)",
     "realpytest": f"`pytest --collect-only -q` of a real suite ({REAL_SUITE})",
-    "hotgetattr": f"hot loop: {HOT_READS:,} reads of a PEP 562 module `__getattr__` attribute",
-    "hotproxy": f"hot loop: {HOT_READS:,} reads of an attribute through a `ModuleType` subclass proxy",
+    # hotgetattr, hotproxy: set in main (their titles name --hot-reads)
 }
 
 
@@ -1149,6 +1148,9 @@ def main():
                     help="instructions of the same imports untraced and traced, counted in windows of the "
                          "run (tree: one package's imports; longN: the last 1,000 imports of each length up "
                          "to N), the rest of the run uninstrumented; for --callgrind-workloads tree and long*")
+    ap.add_argument("--hot-reads", type=int, default=HOT_READS,
+                    help=f"reads in each hot loop (default {HOT_READS:,}); more makes each process "
+                         "longer, so start-up and run-to-run noise weigh less against the loop")
     ap.add_argument("--spawns", type=int, default=0,
                     help="also time N spawns of /bin/true with libimptrace.so preloaded against an "
                          "empty preloaded library (the inert library's cost outside Python; try 500)")
@@ -1165,6 +1167,10 @@ def main():
     ap.add_argument("--output", default=None,
                     help="results file (default bench/results-<date>.md; '-' for stdout only)")
     args = ap.parse_args()
+    globals()["HOT_READS"] = args.hot_reads  # read by generate() and the titles below
+    for name, what in (("hotgetattr", "a PEP 562 module `__getattr__` attribute"),
+                       ("hotproxy", "an attribute through a `ModuleType` subclass proxy")):
+        WORKLOAD_TITLES[name] = f"hot loop: {HOT_READS:,} reads of {what}"
 
     lib = os.path.abspath(os.path.join(args.build, "libimptrace.so"))
     viewer = os.path.abspath(os.path.join(args.build, "imptrace"))
