@@ -53,7 +53,7 @@ void remember(PyObject* fn, uint32_t kind, const Site& e) {
   Memo& m = t_memo;
   m.fn = fn;
   m.memo_epoch = g_table.memo_epoch;
-  m.nargs = kind == fields::ProxyAccess::MODULE_GETATTR ? 1 : kind == fields::ProxyAccess::GETATTR ? 2 : 3;
+  m.nargs = arguments_of_kind(kind);
   m.site = const_cast<Site*>(&e);
   m.version = e.version;
 }

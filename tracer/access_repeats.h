@@ -126,12 +126,18 @@ struct Table {
 };
 extern Table g_table;
 
+// How many arguments an observed function takes as `kind` (a ProxyAccess::Kind): a module
+// __getattr__(name), a __getattr__(self, name), a __setattr__(self, name, value).
+constexpr uint32_t arguments_of_kind(uint32_t kind) {
+  return kind == fields::ProxyAccess::MODULE_GETATTR ? 1 : kind == fields::ProxyAccess::GETATTR ? 2 : 3;
+}
+
 // The thread's latest site. Zero (no function) matches no call.
 struct Memo {
   PyObject* fn;
   Site* site;
   uint32_t memo_epoch;  // Table::memo_epoch when set
-  uint32_t nargs;       // fn's arguments for its kind: 1 MODULE_GETATTR, 2 GETATTR, 3 SETATTR
+  uint32_t nargs;       // arguments_of_kind(fn's kind)
   uint32_t version;     // the site's slot version when set
 };
 extern thread_local Memo t_memo;

@@ -78,7 +78,7 @@ bool strings_ready() {
   // PY_VECTORCALL_ARGUMENTS_OFFSET is the top bit of nargsf.
   size_t nargs = nargsf & ~(size_t(1) << (8 * sizeof(size_t) - 1));
   uint32_t kind = o->kind;
-  if (nargs != (kind == GETATTR ? 2u : kind == SETATTR ? 3u : 1u)) return;
+  if (nargs != arguments_of_kind(kind)) return;
   PyObject* attr = kind == MODULE_GETATTR ? args[0] : args[1];
   // The repeated path (access_repeats.h) for a site other than the memo's, before
   // anything else is looked up. A module's __getattr__ is its site's object there: each

@@ -11,7 +11,7 @@ constexpr char kCurrentTestVariable[] = "PYTEST_CURRENT_TEST";
 
 // The node id's string id is kept until the variable or the file changes.
 struct CurrentTest {
-  EnvWatch env{kCurrentTestVariable, sizeof kCurrentTestVariable - 1, kNotScanned, 0, 0, nullptr, nullptr};
+  EnvWatch env{kCurrentTestVariable};
   uint32_t id = 0, strings_epoch = 0;
   const char* entry = nullptr;  // the environment entry `id` was made from
 };
@@ -21,7 +21,7 @@ CurrentTest g_current_test;
 
 char* kNotScanned[1] = {nullptr};
 
-EnvWatch g_test_token{kCurrentTestVariable, sizeof kCurrentTestVariable - 1, kNotScanned, 0, 0, nullptr, nullptr};
+EnvWatch g_test_token{kCurrentTestVariable};
 
 const char* EnvWatch::rescan() {
   char** a = environ;

@@ -18,14 +18,23 @@ uint32_t current_test();
 // before it) or moves the array; removing one shifts every later entry down; clearenv
 // nulls the array. So one entry is watched besides the terminator: the variable's own
 // while it is set, else the last one.
+// What an EnvWatch's array is before its first scan, and while environ is null: an array
+// of its own, which environ never is.
+extern char* kNotScanned[1];
+
 struct EnvWatch {
+  // Watches the variable `var` names. Constant-initialised: a global watch runs no code at
+  // load, in every process the library is preloaded into.
+  template <size_t N>
+  constexpr explicit EnvWatch(const char (&var)[N]) : name(var), name_len(N - 1) {}
+
   const char* name;
   size_t name_len;
-  char** array;        // environ when scanned; never null (kNotScanned before a scan)
-  size_t len;          // entries then
-  size_t probe;        // the variable's index while set, else the last entry's (0 if none)
-  const char* probe_entry;  // array[probe] then
-  const char* entry;   // the variable's entry, or null
+  char** array = kNotScanned;        // environ when scanned; never null
+  size_t len = 0;                     // entries then
+  size_t probe = 0;                   // the variable's index while set, else the last entry's (0 if none)
+  const char* probe_entry = nullptr;  // array[probe] then
+  const char* entry = nullptr;        // the variable's entry, or null
 
   // Inline, a few loads: the repeated proxy-access path asks at every repeat.
   [[gnu::always_inline]] bool unchanged() const {
@@ -42,10 +51,6 @@ struct EnvWatch {
     return rescan();
   }
 };
-// What an EnvWatch's array is before its first scan, and while environ is null: an array
-// of its own, which environ never is.
-extern char* kNotScanned[1];
-
 // A watch of its own for the token: current_test() runs under the writer lock, from any
 // interpreter; the token is read on the repeated proxy-access path, without that lock, in
 // the main interpreter only (its GIL held), so the two never share state.
