@@ -1151,6 +1151,10 @@ def main():
     ap.add_argument("--hot-reads", type=int, default=HOT_READS,
                     help=f"reads in each hot loop (default {HOT_READS:,}); more makes each process "
                          "longer, so start-up and run-to-run noise weigh less against the loop")
+    ap.add_argument("--contenders", default=",".join(CONTENDERS),
+                    help="comma-separated subset of " + ",".join(CONTENDERS) + " (untraced, inert and "
+                         "imptrace always run); fewer contenders put each round's runs closer together "
+                         "in time, so more rounds fit and the pairs share more of the machine's state")
     ap.add_argument("--spawns", type=int, default=0,
                     help="also time N spawns of /bin/true with libimptrace.so preloaded against an "
                          "empty preloaded library (the inert library's cost outside Python; try 500)")
@@ -1168,6 +1172,10 @@ def main():
                     help="results file (default bench/results-<date>.md; '-' for stdout only)")
     args = ap.parse_args()
     globals()["HOT_READS"] = args.hot_reads  # read by generate() and the titles below
+    chosen = {c for c in args.contenders.split(",") if c} | {"untraced", "inert", "imptrace"}
+    if chosen - set(CONTENDERS):
+        raise SystemExit(f"bench: unknown contender(s) {', '.join(sorted(chosen - set(CONTENDERS)))}")
+    globals()["CONTENDERS"] = [c for c in CONTENDERS if c in chosen]  # in the canonical order
     for name, what in (("hotgetattr", "a PEP 562 module `__getattr__` attribute"),
                        ("hotproxy", "an attribute through a `ModuleType` subclass proxy")):
         WORKLOAD_TITLES[name] = f"hot loop: {HOT_READS:,} reads of {what}"
