@@ -475,7 +475,11 @@ def bench_workload(workload, rounds, src, suite, lib, viewer, scratch, log):
     results = {c: [] for c in CONTENDERS}
     imports = nproc_traced = composition = None
     for rnd in range(rounds + 1):  # round 0 warms caches and is discarded
-        for c in CONTENDERS:
+        # Each round starts one contender later than the one before, so that no contender
+        # always runs right after the same other one (or first, on a machine still busy
+        # with the last round): a place in the round is not a cost of the contender.
+        k = rnd % len(CONTENDERS)
+        for c in CONTENDERS[k:] + CONTENDERS[:k]:
             tracedir = os.path.join(scratch, f"trace-{workload}-{rnd}-{c}")
             argv, env, cwd = command(workload, c, src, suite, lib, tracedir)
             r = run_once(argv, env, cwd, stderr_devnull=(c == "importtime"))
@@ -947,7 +951,8 @@ def report(args, cmdline, per_workload, cg, viewer_rows, viewer_bytes, viewer_n)
         L.append("- **WARNING: libimptrace.so or imptrace changed during the run; figures mix "
                  "builds. Benchmark a private build (`--build`).**")
     L.append(f"- command: `{cmdline}`")
-    L.append(f"- procedure: contenders alternate in the order {', '.join(CONTENDERS)} each round; "
+    L.append(f"- procedure: contenders alternate in the order {', '.join(CONTENDERS)}, each round "
+             f"starting one contender later than the round before; "
              f"one warm-up round discarded; "
              f"medians over the measured rounds; ratio = median / untraced median; "
              f"\"paired\" = median of per-round ratios; \"+minor faults\" = pages the kernel made "
