@@ -66,14 +66,25 @@ class DenseTable {
   uint32_t size() const { return entries_.size(); }
   Entry& at(uint32_t pos) const { return entries_[pos]; }
 
-  // Position of the entry with hash h for which eq(entry) holds; kNone when none.
+  // Where a find that found nothing stopped: the empty index slot the entry would take,
+  // valid for an insert of the same hash while the table has not changed since.
+  struct Hole {
+    size_t slot = 0;
+    uint32_t size = kNone;  // entries when it was found; kNone: no hole
+  };
+
+  // Position of the entry with hash h for which eq(entry) holds; kNone when none (then
+  // *hole, if given, is where the probe ended).
   template <class Eq>
-  uint32_t find(uint64_t h, Eq eq) const {
+  uint32_t find(uint64_t h, Eq eq, Hole* hole = nullptr) const {
     if (!cap_) return kNone;
     uint32_t tag = tag_of(h);
-    for (size_t j = h & (cap_ - 1);; j = (j + 1) & (cap_ - 1)) {
+    for (size_t j = home(h);; j = (j + 1) & (cap_ - 1)) {
       uint32_t s = index_[j];
-      if (!s) return kNone;
+      if (!s) {
+        if (hole) *hole = Hole{j, entries_.size()};
+        return kNone;
+      }
       if ((s & kTagMask) == tag) {
         uint32_t pos = (s & kPosMask) - 1;
         if (eq(at(pos))) return pos;
@@ -82,14 +93,19 @@ class DenseTable {
   }
 
   // A new zeroed entry for hash h (the caller knows h is not there yet); its position in
-  // *pos. Null when out of memory or entries.
-  Entry* insert(uint64_t h, uint32_t* pos = nullptr) {
+  // *pos. Null when out of memory or entries. `hole`: what the caller's find of h left,
+  // so that a miss followed by an insert walks the probe sequence once.
+  Entry* insert(uint64_t h, uint32_t* pos = nullptr, Hole hole = Hole()) {
     uint32_t p = entries_.size();
     if (p >= kMaxEntries) return nullptr;
-    if ((p + 1) * 4 > cap_ * 3 && !grow_index()) return nullptr;
+    if ((p + 1) * 4 > cap_ * 3) {
+      if (!grow_index()) return nullptr;
+      hole = Hole();  // the index was rebuilt
+    }
     Entry* e = entries_.push();
     if (!e) return nullptr;
-    place(h, p);
+    if (hole.size == p) index_[hole.slot] = tag_of(h) | (p + 1);
+    else place(h, p);
     if (pos) *pos = p;
     return e;
   }
@@ -108,9 +124,12 @@ class DenseTable {
   // 8 bits of the hash that the slot position does not use (until 2^24 slots): a probe
   // looks at an entry only when they match.
   static uint32_t tag_of(uint64_t h) { return static_cast<uint32_t>(h >> 32) & kTagMask; }
+  // The hashes' lowest bit is always 1 (hash_bytes and hash_address are never 0): slots
+  // taken from bit 0 up would all be odd, every probe run twice as long.
+  size_t home(uint64_t h) const { return (h >> 1) & (cap_ - 1); }
 
   void place(uint64_t h, uint32_t pos) {
-    size_t j = h & (cap_ - 1);
+    size_t j = home(h);
     while (index_[j]) j = (j + 1) & (cap_ - 1);
     index_[j] = tag_of(h) | (pos + 1);
   }

@@ -116,16 +116,17 @@ PyObject* spec_attr(PyObject* spec, bool plain_spec, PyObject* spec_dict, Name& 
   return v;
 }
 
-// What the module's __spec__ says; `d`: the module's instance dict.
-SpecFacts read_spec(PyObject* d) {
-  SpecFacts facts;
+// What the module's __spec__ says, into `facts` (as SpecFacts() leaves it); `d`: the
+// module's instance dict. Filled in place: the facts are a few hundred bytes, which a
+// return by value copied at every import.
+void read_spec(PyObject* d, SpecFacts& facts) {
   PyObject* spec = dict_get_n(d, NAME("__spec__"));
-  if (!spec || spec == py.None) return facts;
+  if (!spec || spec == py.None) return;
   PyObject* spec_type = g_main_interpreter.module_spec_type;
   bool plain = spec_type && type_of(spec) == spec_type && in_main_interpreter() && !instance_attributes_in_dict();
   Ref sd(plain ? nullptr : py.PyObject_GenericGetDict(spec, nullptr));
   if (!plain && !sd) py.PyErr_Clear();
-  if (!plain && !sd) return facts;
+  if (!plain && !sd) return;
   facts.present = true;
   Ref sname(spec_attr(spec, plain, sd.get(), NAME("name")));
   facts.name = intern_obj(sname.get());
@@ -144,7 +145,6 @@ SpecFacts read_spec(PyObject* d) {
     for (Py_ssize_t i = 0; i < n && i < kMaxSearchLocations; ++i)
       facts.search_locations[facts.search_location_count++] = intern_obj(py.PyList_GetItem(locs.get(), i));
   }
-  return facts;
 }
 
 // sys.path, written whenever it differs from the last one written.
@@ -237,7 +237,7 @@ void record_import_end(ThreadState& t, const InFlight& self, PyObject* name, PyO
     rec.object = out.described;
     if (out.module_dict) {
       rec.spec_read = true;
-      rec.spec = read_spec(out.module_dict.get());
+      read_spec(out.module_dict.get(), rec.spec);
     }
   } else {
     describe_error(et, ev, &rec.error_type, &rec.error_message);

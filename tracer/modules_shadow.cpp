@@ -91,6 +91,11 @@ struct ModulesShadow {
   // sys.modules' version tag after the last full comparison, carried forward over each
   // change shadow_note_import_system_change was told of; 0 once another change came between.
   uint64_t accounted_version = 0;
+  // The tag when a top-level boundary left the shadow agreeing with all of sys.modules
+  // (nothing owed); 0 unknown. While the tag is still this, the dict has not changed
+  // since, and a top-level import's start (a file of `import x` lines: every import) would
+  // only confirm it: it is skipped.
+  uint64_t agreed_version = 0;
 };
 ModulesShadow g_modules_shadow;
 ShadowEntries& g_shadow = g_modules_shadow.shadow;
@@ -107,6 +112,7 @@ bool snap_push(PyObject* k, PyObject* v) {
 void snap_invalidate() {
   g_snap.valid = false;
   g_snap.version = 0;
+  g_modules_shadow.agreed_version = 0;
 }
 
 // A change found at a boundary, recorded with the stack active then.
@@ -308,6 +314,9 @@ void shadow_boundary(ThreadState& t, PyObject* name, uint32_t name_id, bool top_
   uint64_t version = dict_version(sys_modules());
   bool described = end && end->ok;
   if (!top_level && !described && version && version == g_modules_shadow.boundary_version) return;
+  if (top_level && !end && version && version == g_modules_shadow.agreed_version &&
+      !g_modules_shadow.walk_budget.owed())
+    return;
   // The import in progress around us has put itself into sys.modules since its own start.
   for (int i = 0; i < t.depth && i < kMaxDepth; ++i) {
     InFlight& f = t.stack[i];
@@ -327,6 +336,8 @@ void shadow_boundary(ThreadState& t, PyObject* name, uint32_t name_id, bool top_
   }
   if (top_level || size_differs) shadow_full_sync(false, !size_differs);
   g_modules_shadow.boundary_version = dict_version(sys_modules());
+  if (top_level)
+    g_modules_shadow.agreed_version = g_modules_shadow.walk_budget.owed() ? 0 : g_modules_shadow.boundary_version;
 }
 
 // The comparison the budget put off, made at exit if no boundary made it since: an
@@ -428,6 +439,7 @@ void forget_lifetime_shadow() {
   g_modules_shadow.walk_budget = WalkBudget();
   g_modules_shadow.owed_walk_registered = false;
   g_modules_shadow.accounted_version = 0;
+  g_modules_shadow.agreed_version = 0;
 }
 
 }  // namespace imptrace

@@ -48,10 +48,11 @@ Identities g_ids;
 
 IdentitySlot* identity_slot(uintptr_t addr, bool create) {
   uint64_t h = hash_address(addr);
-  uint32_t pos = g_ids.by_address.find(h, [addr](const IdentitySlot& s) { return s.addr == addr; });
+  decltype(g_ids.by_address)::Hole hole;
+  uint32_t pos = g_ids.by_address.find(h, [addr](const IdentitySlot& s) { return s.addr == addr; }, &hole);
   if (pos != g_ids.by_address.kNone) return &g_ids.by_address.at(pos);
   if (!create) return nullptr;
-  IdentitySlot* s = g_ids.by_address.insert(h);
+  IdentitySlot* s = g_ids.by_address.insert(h, nullptr, hole);
   if (s) s->addr = addr;
   return s;
 }

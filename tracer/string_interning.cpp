@@ -58,7 +58,7 @@ bool same_text(PyObject* a, PyObject* b) {
 TextStrSlot* text_str(const char* text, size_t n) {
   if (n > sizeof g_caches.by_text[0].text || !in_main_interpreter()) return nullptr;
   uint64_t h = hash_bytes(text, n);
-  TextStrSlot& slot = g_caches.by_text[h & (kTextStrCache - 1)];
+  TextStrSlot& slot = g_caches.by_text[(h >> 1) & (kTextStrCache - 1)];  // bit 0 is always 1
   if (slot.str && slot.hash == h && slot.len == n && memcmp(slot.text, text, n) == 0) return &slot;
   PyObject* o = py.PyUnicode_FromStringAndSize(text, static_cast<Py_ssize_t>(n));
   if (!o) { py.PyErr_Clear(); return nullptr; }

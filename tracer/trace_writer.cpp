@@ -615,6 +615,16 @@ EnvPointers g_env_kept;
 
 bool env_unchanged_since_last_scan() {
   char** env = environ;
+  // The common answer in one pass over the array, entries compared as they are counted
+  // (two per step: env[i + 1] is read only once env[i] matched a kept entry, which is not
+  // null, so the walk never passes the array's terminator).
+  if (env && env == g_env_kept.array && g_env_kept.len <= kEnvKept) {
+    size_t i = 0, len = g_env_kept.len;
+    char* const* kept = g_env_kept.entries;
+    while (i + 2 <= len && env[i] == kept[i] && env[i + 1] == kept[i + 1]) i += 2;
+    if (i < len && env[i] == kept[i]) ++i;
+    if (i == len && !env[len]) return true;
+  }
   size_t n = 0;
   while (env && env[n] && n <= kEnvKept) ++n;
   bool same = env == g_env_kept.array && n == g_env_kept.len && n <= kEnvKept &&
@@ -688,9 +698,10 @@ uint32_t TraceWriter::intern(const char* s, size_t n) {
   if (!s || !n) return 0;
   uint32_t h32 = static_cast<uint32_t>(hash_bytes(s, n));
   uint64_t h = intern_hash(h32);
+  decltype(g_strings_table)::Hole hole;
   uint32_t found = g_strings_table.find(h, [&](const InternEntry& e) {
     return e.hash == h32 && e.len == n && memcmp(arena_at(e.off), s, n) == 0;
-  });
+  }, &hole);
   if (found != g_strings_table.kNone) return found + 1;
   uint32_t prefix = 0;
   size_t cut = 0;
@@ -716,7 +727,7 @@ uint32_t TraceWriter::intern(const char* s, size_t n) {
   uint32_t off = 0;
   if (!arena_place(n, &off)) return 0;
   uint32_t pos = 0;
-  InternEntry* e = g_strings_table.insert(h, &pos);
+  InternEntry* e = g_strings_table.insert(h, &pos, hole);  // (a prefix interned since voids the hole)
   if (!e) return 0;
   memcpy(arena_at(off), s, n);
   *e = InternEntry{h32, off, static_cast<uint32_t>(n)};

@@ -1,6 +1,6 @@
 // tracer/dense_table.h: entries are found again after the index grows, keep their
 // addresses and positions, collide safely (same hash, same tag), and clear() forgets them
-// while the table keeps working.
+// while the table keeps working; a miss's hole serves an insert only while the table is unchanged.
 #include <gtest/gtest.h>
 
 #include <stdint.h>
@@ -54,6 +54,36 @@ TEST(DenseTable, EqualHashesAreToldApartByTheEntry) {
   EXPECT_EQ(find(t, 301, h), Table::kNone);
   // Same slot, other tag: not a candidate at all.
   EXPECT_EQ(t.find(h ^ (0xffull << 56), [](const Item&) { return true; }), Table::kNone);
+}
+
+// A miss hands its hole to the insert that follows; an insert in between (or the index
+// growing) voids it, and the entry is placed by a probe of its own.
+TEST(DenseTable, AnInsertAtAMissesHoleIsFoundAgain) {
+  Table t;
+  const uint32_t n = 5000;  // crosses several index growths
+  for (uint32_t k = 0; k < n; ++k) {
+    uint64_t h = imptrace::hash_address(k * 48 + 0x7000);
+    Table::Hole hole;
+    ASSERT_EQ(t.find(h, [k](const Item& i) { return i.key == k; }, &hole), Table::kNone);
+    if (k % 3 == 1) {
+      // Another entry (same home slot) comes in before: the hole is stale.
+      uint64_t other = n + k;
+      *t.insert(h) = Item{other, h, 0};
+    }
+    uint32_t pos = 0;
+    Item* e = t.insert(h, &pos, hole);
+    ASSERT_NE(e, nullptr);
+    *e = Item{k, h, k};
+  }
+  for (uint32_t k = 0; k < n; ++k) {
+    uint64_t h = imptrace::hash_address(k * 48 + 0x7000);
+    uint32_t pos = find(t, k, h);
+    ASSERT_NE(pos, Table::kNone) << k;
+    EXPECT_EQ(t.at(pos).payload, k);
+    if (k % 3 == 1) {
+      EXPECT_NE(find(t, n + k, h), Table::kNone);
+    }
+  }
 }
 
 TEST(DenseTable, ClearForgetsAndTheTableIsUsableAgain) {
