@@ -321,7 +321,7 @@ void show_failed_imports(const model::Process& p, std::ostream& out, const Rel& 
     else if (fate[i] == timing::Fate::Handled) handled.push_back(i);
   }
   if (!propagated.empty()) {
-    out << "  failed imports that propagated (the enclosing import or the program stopped): "
+    out << "  failed imports that propagated (the enclosing import, the test or the program stopped): "
         << propagated.size() << "\n";
     list_failed_imports(p, propagated, all ? SIZE_MAX : kMaxListed, rel, out);
   }

@@ -105,6 +105,11 @@ EntryText materialize(const ProcFacts& f, const KeyEntry& l) {
   if (l.removal) {
     e.removal_precise = l.removal->precision == model::Precision::Exact;
     if (!l.removal->stack.empty()) e.removed_at = norm.loc(l.removal->stack[0]);
+    if (l.removal->by_import_system && l.removal->op == model::ChangeOp::Delete) {
+      int64_t in = l.removal->during_import ? f.p->import_position(l.removal->during_import - 1) : -1;
+      e.removed_by_failed_import =
+          in >= 0 && !f.p->imports[in].ok && f.p->imports[in].name == l.removal->key;
+    }
   }
   for (const model::ModulesChange* c : l.reloads) {
     const Location* at = model::outside_importlib(c->stack);

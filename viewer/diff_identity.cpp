@@ -96,11 +96,17 @@ void replaced_finding(const std::string& key, const std::vector<EntryText>& bh,
     // Same entries, different class changes, relation or removal details.
     f.severity = Severity::Warning;
     f.summary = k + ": what sat under the name differs";
+    bool told = false, failed_import_removal = false;
     for (size_t j = 0; j < bh.size(); ++j) {
       if (!bh[j].removed || (gh && j < gh->size() && (*gh)[j].removed)) continue;
+      if (bh[j].removed_by_failed_import) {
+        failed_import_removal = true;
+        continue;
+      }
       f.summary = k + ": " + describe(bh[j].obj, bh[j].origin) + " removed in the bad run" +
                   place_text(bh[j].removed_at, bh[j].removal_precise) + "; the good run kept it";
       if (!bh[j].removed_at.empty()) f.where.push_back(bh[j].removed_at);
+      told = true;
       break;
     }
     for (size_t j = 0; j < bh.size(); ++j) {
@@ -120,8 +126,11 @@ void replaced_finding(const std::string& key, const std::vector<EntryText>& bh,
       f.summary += "); the good run: " + (gh && j < gh->size() ? history_text({(*gh)[j]}) : std::string("nothing"));
       for (const auto& cc : bc)
         if (!cc.second.empty()) f.where.push_back(cc.second);
+      told = true;
       break;
     }
+    // Only importlib's clean-up after a failed import of the key: import_failed says it.
+    if (!told && failed_import_removal) return;
   }
   out.add(std::move(f));
 }

@@ -5,6 +5,8 @@
 #include <unordered_map>
 
 #include "enum_names.h"
+#include "failure_reporting.h"
+#include "test_outcomes.h"
 
 namespace imptrace {
 namespace timing {
@@ -54,6 +56,32 @@ bool is_under(const std::string& name, const std::string& prefix) {
          (name.size() == prefix.size() || name[prefix.size()] == '.');
 }
 
+namespace {
+
+// The first thing `im`'s thread did from Python code after `im` returned (an import or an
+// attribute lookup through a proxy or module __getattr__) ran inside failure reporting
+// (failure_reporting.h) for the same test. pytest.importorskip is left out: its Skipped
+// is a skip, not a failure.
+bool reported_as_failure(const model::Process& p, const model::Import& im) {
+  if (im.importer.file.str().find("_pytest/") != std::string::npos) return false;
+  const model::Import* next_import = nullptr;
+  for (const auto& o : p.imports)
+    if (o.thread == im.thread && o.begin_ns >= im.end_ns && !o.importer.empty() &&
+        (!next_import || o.begin_ns < next_import->begin_ns))
+      next_import = &o;
+  const model::ProxyAccess* next_access = nullptr;
+  for (const auto& a : p.proxy_accesses)
+    if (a.thread == im.thread && a.time_ns >= im.end_ns && (!next_access || a.time_ns < next_access->time_ns))
+      next_access = &a;
+  const std::string test = outcomes::node_id_of(im.test);
+  if (next_access && (!next_import || next_access->time_ns < next_import->begin_ns))
+    return outcomes::node_id_of(next_access->test) == test && model::in_failure_reporting(next_access->stack);
+  return next_import && outcomes::node_id_of(next_import->test) == test &&
+         model::import_in_failure_reporting(p, *next_import);
+}
+
+}  // namespace
+
 std::vector<Fate> classify_failures(const model::Process& p) {
   const size_t n = p.imports.size();
   // Per thread, when the last import asked for by Python code began. Imports without a
@@ -94,6 +122,10 @@ std::vector<Fate> classify_failures(const model::Process& p) {
     }
     auto it = last_begin.find(im.thread);
     bool went_on = it != last_begin.end() && it->second >= im.end_ns;
+    // Asked for by a test: pytest going on with the next test is not the test going on.
+    // When the next thing its thread did was the runner formatting this test's failure,
+    // the error left the test.
+    if (went_on && !im.test.empty() && reported_as_failure(p, im)) went_on = false;
     // Asked for by C code (an embedding host's PyImport_ImportModule, pybind11's
     // module_::import), which got the error back: the host went on when the interpreter's
     // lifetime ended by Py_FinalizeEx rather than with the program.

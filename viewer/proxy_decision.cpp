@@ -32,6 +32,17 @@ void decide_proxies(Process& p) {
         (a.ok && is_module(a.result) && a.result.id != a.proxy.id))
       forwarded.insert(a.proxy.id);
   }
+  // Objects that sat under a key. The tracer marks every non-module object it describes,
+  // attribute values included (the function a package binds over its submodule's name, a
+  // lookup's result); a proxy is something under a key, so an object never there, and not
+  // seen forwarding, is none whatever its class.
+  std::unordered_set<uint64_t> under_key;
+  for (const auto& im : p.imports)
+    if (im.object.present) under_key.insert(im.object.id);
+  for (const auto& c : p.modules_changes) {
+    if (c.old_object.present) under_key.insert(c.old_object.id);
+    if (c.new_object.present) under_key.insert(c.new_object.id);
+  }
   auto decide = [&](ObjectRef& o) {
     if (!o.present || !(o.flags & kProxy)) return;
     bool proxy;
@@ -39,6 +50,8 @@ void decide_proxies(Process& p) {
       proxy = false;
     } else if (forwarded.count(o.id)) {
       proxy = true;
+    } else if (!under_key.count(o.id)) {
+      proxy = false;
     } else {
       auto c = module_forwarding_class.find(o.type.str());
       proxy = c == module_forwarding_class.end() ? true : c->second;

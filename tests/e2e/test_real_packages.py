@@ -1,0 +1,81 @@
+"""Debian's real packages on /usr/bin/python3: the stories and the diff must be true on
+code nobody wrote for imptrace (lazy_loader's attach, six.moves, pytest's own plugins, a
+broken package put first on PYTHONPATH)."""
+import json
+import os
+
+import pytest
+
+from e2e_util import run, viewer, why
+
+PY = "/usr/bin/python3"
+
+
+def needs(*modules):
+    r = run([PY, "-c", "import " + ", ".join(modules)], traced=False)
+    if r.returncode != 0:
+        pytest.skip("needs Debian's %s: %s" % (", ".join(modules), r.stderr.strip()[-200:]))
+
+
+def traced(cmd, outdir, env=None, cwd=None):
+    r = run(cmd, traced=True, outdir=str(outdir), env=env, cwd=cwd)
+    assert any(n.endswith(".pb") for n in os.listdir(str(outdir))), r.stderr
+    return r
+
+
+def test_function_bound_over_its_submodule_is_no_proxy(tmp_path):
+    # lazy_loader.attach binds the function some_func over the submodule some_func it came
+    # from: a true mismatch of the binding, but a function is no proxy.
+    needs("lazy_loader")
+    # The second import_module finds the submodule loaded (3.11 still runs find-and-load)
+    # and the binding is checked again: the package's attribute is the function then.
+    traced([PY, "-c", "import importlib; from lazy_loader.tests import fake_pkg; fake_pkg.some_func; "
+                      "importlib.import_module('lazy_loader.tests.fake_pkg.some_func')"], tmp_path / "t")
+    story = why([str(tmp_path / "t")], "lazy_loader.tests.fake_pkg")
+    values = [c for c in story["children"] if c["name"] == "some_func"]
+    assert values, story["children"]
+    text = viewer("why", str(tmp_path / "t"), "lazy_loader.tests.fake_pkg").stdout
+    assert "mismatch (attribute holds function (obj:" in text, text
+    assert "function [proxy]" not in text, text
+    assert "function [proxy]" not in viewer("show", str(tmp_path / "t")).stdout
+
+
+SUITE_A = '''
+from six.moves import urllib
+
+def test_six():
+    assert urllib.parse.quote("a b") == "a%20b"
+
+def test_yaml():
+    import yaml
+    assert yaml.safe_load("a: 1") == {"a": 1}
+'''
+
+
+def test_broken_package_on_pythonpath_is_the_failed_import_first(tmp_path):
+    # A package first on PYTHONPATH that raises ImportError, imported inside a test: the
+    # import failed and the error left the test (pytest reported the failure). importlib's
+    # own removal of the half-made module is part of that import, not a sys.modules
+    # replacement of its own.
+    needs("yaml", "six", "pytest")
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "test_a.py").write_text(SUITE_A)
+    shim = tmp_path / "shim" / "yaml"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text('raise ImportError("yaml shim: broken build")\n')
+    cmd = [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite)]
+    g = traced(cmd, tmp_path / "good", cwd=str(tmp_path))
+    assert g.returncode == 0, g.stdout
+    b = traced(cmd, tmp_path / "bad", env={"PYTHONPATH": str(tmp_path / "shim")}, cwd=str(tmp_path))
+    assert b.returncode == 1 and "1 failed" in b.stdout, b.stdout
+    r = viewer("diff", str(tmp_path / "good"), str(tmp_path / "bad"), "--format", "json")
+    assert r.returncode == 1, r.stderr
+    findings = json.loads(r.stdout)["findings"]
+    first = findings[0]
+    assert (first["kind"], first["module"], first["severity"]) == ("import_failed", "yaml", "error"), first
+    assert "yaml shim: broken build" in first["summary"] and "handled" not in first["summary"], first
+    replaced = [f for f in findings for f in [f] + f.get("related", []) if f["kind"] == "sys_modules_replaced"]
+    assert not replaced, replaced
+    shown = viewer("show", str(tmp_path / "bad")).stdout
+    assert "failed imports that propagated" in shown and "yaml: ImportError: yaml shim" in shown, shown
