@@ -223,8 +223,27 @@ void attach_native_callers(const std::vector<Process>& good, const std::vector<P
 
 }  // namespace
 
+namespace {
+Result diff_runs_as_read(const std::vector<Process>& good, const std::vector<Process>& bad, const Options& opts);
+}  // namespace
+
+// Processes cut short in both runs first meet at a common reach (diff_ends.cpp).
 Result diff_runs(const std::vector<Process>& good, const std::vector<Process>& bad,
                  const Options& opts) {
+  std::vector<Process> good_cut, bad_cut;
+  std::vector<std::string> notes;
+  if (cut_to_common_reach(good, bad, good_cut, bad_cut, notes)) {
+    Result r = diff_runs_as_read(good_cut, bad_cut, opts);
+    r.input_warnings.insert(r.input_warnings.end(), notes.begin(), notes.end());
+    return r;
+  }
+  return diff_runs_as_read(good, bad, opts);
+}
+
+namespace {
+
+Result diff_runs_as_read(const std::vector<Process>& good, const std::vector<Process>& bad,
+                         const Options& opts) {
   Result r;
   r.options = opts;
   std::vector<ProcFacts> good_facts = facts_of_run(good, r.good);
@@ -260,6 +279,8 @@ Result diff_runs(const std::vector<Process>& good, const std::vector<Process>& b
   rank_and_group(r.findings);
   return r;
 }
+
+}  // namespace
 
 }  // namespace diff
 }  // namespace imptrace

@@ -79,3 +79,32 @@ def test_broken_package_on_pythonpath_is_the_failed_import_first(tmp_path):
     assert not replaced, replaced
     shown = viewer("show", str(tmp_path / "bad")).stdout
     assert "failed imports that propagated" in shown and "yaml: ImportError: yaml shim" in shown, shown
+
+
+CUT_SHORT = '''
+import os, signal, json
+if os.environ["CUT"] == "early":
+    os.kill(os.getpid(), signal.SIGKILL)
+import six, yaml
+os.kill(os.getpid(), signal.SIGKILL)
+'''
+
+
+def test_processes_cut_short_in_both_runs_meet_where_the_earlier_stopped(tmp_path):
+    # multiprocessing.Pool.terminate() SIGTERMs its workers wherever they are: the same
+    # worker stops at another import in each run. The good one stopping earlier is no
+    # module_added in the bad one.
+    needs("six", "yaml")
+    (tmp_path / "cut.py").write_text(CUT_SHORT)
+    for side, cut in (("good", "early"), ("bad", "late")):
+        r = traced([PY, "cut.py"], tmp_path / side, env={"CUT": cut}, cwd=str(tmp_path))
+        assert r.returncode == -9, r.stderr
+    r = viewer("diff", str(tmp_path / "good"), str(tmp_path / "bad"), "--format", "json")
+    assert r.returncode == 0, r.stdout
+    d = json.loads(r.stdout)
+    assert not [f for f in d["findings"] if f["severity"] != "info"], d["findings"]
+    assert any("cut short in both runs" in w for w in d["warnings"]), d["warnings"]
+    assert "cut short in both runs" in r.stderr, r.stderr
+    # The other way round, the cut-short bad process is compared up to where it stopped.
+    r = viewer("diff", str(tmp_path / "bad"), str(tmp_path / "good"))
+    assert r.returncode == 0, r.stdout
