@@ -80,6 +80,17 @@ bool reported_as_failure(const model::Process& p, const model::Import& im) {
          model::import_in_failure_reporting(p, *next_import);
 }
 
+// `from P import X` where P has no attribute X: importlib's _handle_fromlist tries the
+// submodule P.X and swallows its ModuleNotFoundError, then the import statement raises
+// "cannot import name 'X' from 'P'". The enclosing import failed with that error, not with
+// this one.
+bool fromlist_probe(const model::Import& im, const model::Import& outer) {
+  size_t dot = im.name.rfind('.');
+  if (dot == std::string::npos || im.error_type.str() != "ModuleNotFoundError") return false;
+  const std::string said = "cannot import name '" + im.name.substr(dot + 1) + "' from '" + im.name.substr(0, dot) + "'";
+  return outer.error_message.str().compare(0, said.size(), said) == 0;
+}
+
 }  // namespace
 
 std::vector<Fate> classify_failures(const model::Process& p) {
@@ -117,6 +128,7 @@ std::vector<Fate> classify_failures(const model::Process& p) {
       const auto& outer = p.imports[parent];
       if (outer.ok) fate[i] = Fate::Handled;
       else if (outer.name != im.name && is_under(outer.name, im.name)) fate[i] = fate[parent];
+      else if (fromlist_probe(im, outer)) fate[i] = Fate::Handled;
       else fate[i] = Fate::Propagated;
       continue;
     }

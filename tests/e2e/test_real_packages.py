@@ -108,3 +108,17 @@ def test_processes_cut_short_in_both_runs_meet_where_the_earlier_stopped(tmp_pat
     # The other way round, the cut-short bad process is compared up to where it stopped.
     r = viewer("diff", str(tmp_path / "bad"), str(tmp_path / "good"))
     assert r.returncode == 0, r.stdout
+
+
+def test_from_import_of_a_missing_name_is_one_propagated_failure(tmp_path):
+    # `from six.moves import nonexistent_thing`: importlib tries the submodule
+    # six.moves.nonexistent_thing and swallows its ModuleNotFoundError; the statement then
+    # raises "cannot import name". Only the latter left helper.
+    needs("six")
+    (tmp_path / "helper.py").write_text("import six\nfrom six.moves import nonexistent_thing\n")
+    r = traced([PY, "-c", "import helper"], tmp_path / "t", cwd=str(tmp_path))
+    assert "cannot import name 'nonexistent_thing'" in r.stderr, r.stderr
+    shown = viewer("show", str(tmp_path / "t")).stdout
+    propagated = shown.split("failed imports that propagated", 1)[1].split("failed imports handled", 1)[0]
+    assert "helper: ImportError: cannot import name 'nonexistent_thing' from 'six.moves'" in propagated, shown
+    assert "six.moves.nonexistent_thing" not in propagated, shown
