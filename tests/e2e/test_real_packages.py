@@ -37,6 +37,9 @@ def test_function_bound_over_its_submodule_is_no_proxy(tmp_path):
     text = viewer("why", str(tmp_path / "t"), "lazy_loader.tests.fake_pkg").stdout
     assert "mismatch (attribute holds function (obj:" in text, text
     assert "function [proxy]" not in text, text
+    # lazy_loader.attach's __getattr__ is the package's own (PEP 562): no proxy either.
+    assert "Attribute lookups through the module __getattr__ (PEP 562) for" in text, text
+    assert "through proxies" not in text, text
     assert "function [proxy]" not in viewer("show", str(tmp_path / "t")).stdout
 
 
