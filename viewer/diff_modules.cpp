@@ -188,6 +188,21 @@ void fold_reporting_imports(const std::vector<std::string_view>& bad_only,
   out.add(std::move(f));
 }
 
+// A module sat under `name` in `run` though no import of it ran find-and-load there
+// (importlib.util.LazyLoader, lazy_loader.load, a module made and assigned by hand): it was
+// not missing there, and the comparison of the key's history tells how it got there.
+bool module_sat_under(const Group& run, std::string_view name) {
+  Group::KeyUnion scratch;
+  const Group::KeyUnion* k = run.find_key(name, scratch);
+  if (!k) return false;
+  bool found = false;
+  k->each([&](const Group::KeyRep& r) {
+    for (const auto& e : r.history->entries)
+      found |= e.object && e.object->present && (e.object->is_plain_module() || e.object->is_module_subclass());
+  });
+  return found;
+}
+
 }  // namespace
 
 Reach reach_of_cut_short(const Group& g, const Group& b) {
@@ -230,6 +245,7 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
       std::string_view name = from.mods->key(i);
       const ModFacts* o = other.mod(name);
       if (o && (o->ok_facts || !o->failed.empty())) continue;  // import_failed tells that story
+      if (module_sat_under(other, name)) continue;            // sys_modules_replaced tells it
       if (!in_bad && (from.mods->value(i).pos > reach.pos || reach.unfinished.count(name))) {
         unreached.push_back(name);
         continue;

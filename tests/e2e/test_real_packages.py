@@ -125,3 +125,24 @@ def test_from_import_of_a_missing_name_is_one_propagated_failure(tmp_path):
     propagated = shown.split("failed imports that propagated", 1)[1].split("failed imports handled", 1)[0]
     assert "helper: ImportError: cannot import name 'nonexistent_thing' from 'six.moves'" in propagated, shown
     assert "six.moves.nonexistent_thing" not in propagated, shown
+
+
+def test_module_loaded_by_lazy_loader_is_no_missing_module(tmp_path):
+    # lazy_loader.load("yaml") puts an importlib.util.LazyLoader module under the key by
+    # assignment and runs yaml at first use, without find-and-load for yaml itself: yaml
+    # was not missing from the bad run, it got there another way, which the key's story
+    # tells (found with lazy_loader's own tests in reverse order).
+    needs("lazy_loader", "yaml")
+    (tmp_path / "use.py").write_text(
+        "import os, lazy_loader\n"
+        "yaml = lazy_loader.load('yaml') if os.environ['HOW'] == 'lazy' else __import__('yaml')\n"
+        "assert yaml.safe_load('a: 1') == {'a': 1}\n")
+    traced([PY, "use.py"], tmp_path / "good", env={"HOW": "import"}, cwd=str(tmp_path))
+    traced([PY, "use.py"], tmp_path / "bad", env={"HOW": "lazy"}, cwd=str(tmp_path))
+    r = viewer("diff", str(tmp_path / "good"), str(tmp_path / "bad"), "--format", "json")
+    findings = json.loads(r.stdout)["findings"]
+    first = findings[0]
+    assert (first["kind"], first["module"]) == ("sys_modules_replaced", "yaml"), findings
+    assert first["where"][0]["file"] == "lazy_loader/__init__.py", first
+    missing = [f for f in findings if f["kind"] in ("module_missing", "module_added") and f["module"] == "yaml"]
+    assert not missing, missing
