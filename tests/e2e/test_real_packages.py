@@ -3,6 +3,7 @@ code nobody wrote for imptrace (lazy_loader's attach, six.moves, pytest's own pl
 broken package put first on PYTHONPATH)."""
 import json
 import os
+import subprocess
 
 import pytest
 
@@ -146,3 +147,17 @@ def test_module_loaded_by_lazy_loader_is_no_missing_module(tmp_path):
     assert first["where"][0]["file"] == "lazy_loader/__init__.py", first
     missing = [f for f in findings if f["kind"] in ("module_missing", "module_added") and f["module"] == "yaml"]
     assert not missing, missing
+
+
+def test_a_copy_of_a_trace_is_not_a_second_process(tmp_path):
+    # `gzip -k` beside the original, or an artifact copied twice: one process, read once.
+    needs("six")
+    traced([PY, "-c", "import six.moves.urllib.parse"], tmp_path / "run")
+    (pb,) = [n for n in os.listdir(str(tmp_path / "run"))]
+    subprocess.run(["gzip", "-k", str(tmp_path / "run" / pb)], check=True)
+    r = viewer("show", str(tmp_path / "run"))
+    assert r.stdout.startswith("1 process\n"), r.stdout
+    assert "the same process (pid" in r.stderr and "counted once" in r.stderr, r.stderr
+    traced([PY, "-c", "import six.moves.urllib.parse"], tmp_path / "again")
+    r = viewer("diff", str(tmp_path / "again"), str(tmp_path / "run"))
+    assert r.returncode == 0 and "good 1 process" in r.stdout and "bad 1 process" in r.stdout, r.stdout
