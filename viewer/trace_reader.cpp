@@ -92,14 +92,14 @@ namespace {
 // A copy of a trace is not another process: `gzip -k` leaves x.pb beside x.pb.gz, an
 // artifact copied twice leaves two names. Files of one process (the same pid started at
 // the same instant) are read once: the copy with the most records, the first name among
-// equals.
-void drop_copies_of_one_process(std::vector<model::Process>& procs, std::vector<std::string>& warnings) {
+// equals. Only among the processes of one directory, from `from` on.
+void drop_copies_of_one_process(std::vector<model::Process>& procs, size_t from, std::vector<std::string>& warnings) {
   auto records = [](const model::Process& p) {
     return p.imports.size() + p.modules_changes.size() + p.bindings.size() + p.proxy_accesses.size();
   };
   std::map<std::tuple<int64_t, int64_t, uint64_t>, size_t> first;
   std::vector<bool> drop(procs.size(), false);
-  for (size_t i = 0; i < procs.size(); ++i) {
+  for (size_t i = from; i < procs.size(); ++i) {
     const model::Process& p = procs[i];
     if (!p.start_time_unix_ns || !p.pid) continue;
     auto [it, fresh] = first.emplace(std::make_tuple(p.pid, p.start_time_unix_ns, p.start_monotonic_ns), i);
@@ -116,8 +116,8 @@ void drop_copies_of_one_process(std::vector<model::Process>& procs, std::vector<
                          procs[kept].source_file + "; counted once");
     }
   }
-  size_t w = 0;
-  for (size_t i = 0; i < procs.size(); ++i)
+  size_t w = from;
+  for (size_t i = from; i < procs.size(); ++i)
     if (!drop[i]) {
       if (w != i) procs[w] = std::move(procs[i]);
       ++w;
@@ -202,8 +202,8 @@ bool load_traces(const std::vector<std::string>& paths, std::vector<model::Proce
       if (!load_one(f.path, true)) return false;
     }
     if (out.size() == before) { error = path + ": no readable trace file in this directory"; return false; }
+    drop_copies_of_one_process(out, before, warnings);
   }
-  drop_copies_of_one_process(out, warnings);
   return true;
 }
 
