@@ -129,6 +129,10 @@ std::vector<Fate> classify_failures(const model::Process& p) {
       if (outer.ok) fate[i] = Fate::Handled;
       else if (outer.name != im.name && is_under(outer.name, im.name)) fate[i] = fate[parent];
       else if (fromlist_probe(im, outer)) fate[i] = Fate::Handled;
+      // The same error went on out of the enclosing import (urllib3.contrib.socks re-raises
+      // `import socks`'s ModuleNotFoundError): it ends where that one ends, handled by
+      // requests.adapters' try/except.
+      else if (outer.error_type == im.error_type && outer.error_message == im.error_message) fate[i] = fate[parent];
       else fate[i] = Fate::Propagated;
       continue;
     }

@@ -161,3 +161,18 @@ def test_a_copy_of_a_trace_is_not_a_second_process(tmp_path):
     traced([PY, "-c", "import six.moves.urllib.parse"], tmp_path / "again")
     r = viewer("diff", str(tmp_path / "again"), str(tmp_path / "run"))
     assert r.returncode == 0 and "good 1 process" in r.stdout and "bad 1 process" in r.stdout, r.stdout
+
+
+def test_failure_reraised_by_its_importer_and_then_handled_is_handled(tmp_path):
+    # requests.adapters: `try: from urllib3.contrib.socks import ... except ImportError`;
+    # urllib3.contrib.socks warns and re-raises `import socks`'s error. Both failures end
+    # in requests' except clause: the program went on, nothing propagated.
+    needs("requests")
+    if run([PY, "-c", "import socks"], traced=False).returncode == 0:
+        pytest.skip("PySocks is installed here: urllib3.contrib.socks imports fine")
+    r = traced([PY, "-W", "ignore", "-c", "import requests"], tmp_path / "t")
+    assert r.returncode == 0, r.stderr
+    shown = viewer("show", str(tmp_path / "t")).stdout
+    assert "failed imports that propagated" not in shown, shown
+    tree = viewer("tree", str(tmp_path / "t"), "--under", "urllib3.contrib.socks").stdout
+    assert "socks" in tree and "propagated" not in tree, tree
