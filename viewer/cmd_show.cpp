@@ -113,7 +113,7 @@ std::vector<Anomaly> find_anomalies(const model::Process& p) {
   const std::vector<bool> later = bound_later(p);
   for (size_t i = 0; i < p.bindings.size(); ++i) {
     const auto& b = p.bindings[i];
-    if (b.status == model::BindingStatus::Bound || later[i]) continue;
+    if (b.status == model::BindingStatus::Bound || later[i] || model::shadowed_by_own_attribute(b)) continue;
     out.push_back({"binding_not_bound", b.parent,
                    "child " + b.child_module() + " not bound on its parent: " +
                        model::binding_status_name(b.status) + " (parent is " + describe_object(b.bound_on) + ")",
@@ -245,6 +245,7 @@ struct ProcessCounts {
   size_t proxies = 0;            // distinct proxies put under a key or returned by an import
   size_t not_bound = 0;          // children not bound on their parent...
   size_t not_bound_yet = 0;      // ...and those bound when their outer import finished
+  size_t shadowed = 0;           // ...and names the package rebound to its own attribute
   size_t failed_access = 0;      // failed proxy accesses worth a look...
   size_t expected_failures = 0;  // ...and those normal Python makes
   uint64_t access_repeats = 0;   // counted by the tracer, not recorded (never failures)
@@ -264,6 +265,7 @@ ProcessCounts count_process(const model::Process& p, const std::vector<bool>& re
   for (size_t i = 0; i < p.bindings.size(); ++i) {
     if (p.bindings[i].status == model::BindingStatus::Bound) continue;
     if (later[i]) ++n.not_bound_yet;
+    else if (model::shadowed_by_own_attribute(p.bindings[i])) ++n.shadowed;
     else ++n.not_bound;
   }
   for (const auto& a : p.proxy_accesses) {
@@ -283,10 +285,11 @@ void show_counts(const model::Process& p, const ProcessCounts& n, std::ostream& 
       << "  proxy accesses: " << p.proxy_accesses.size() << " (" << n.failed_access << " failed)";
   if (n.access_repeats) out << " + " << n.access_repeats << " repeats counted";
   out << "\n";
-  if (n.repeats || n.not_bound_yet || n.expected_failures) {
+  if (n.repeats || n.not_bound_yet || n.shadowed || n.expected_failures) {
     out << "  normal Python, not anomalies:";
     if (n.repeats) out << "  repeat imports that found the module already loaded: " << n.repeats;
     if (n.not_bound_yet) out << "  children bound when their outer import finished: " << n.not_bound_yet;
+    if (n.shadowed) out << "  submodule names the package bound to its own attribute: " << n.shadowed;
     if (n.expected_failures)
       out << "  expected failed lookups (dunder probes, failure reporting): " << n.expected_failures;
     out << "\n";

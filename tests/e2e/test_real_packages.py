@@ -176,3 +176,22 @@ def test_failure_reraised_by_its_importer_and_then_handled_is_handled(tmp_path):
     assert "failed imports that propagated" not in shown, shown
     tree = viewer("tree", str(tmp_path / "t"), "--under", "urllib3.contrib.socks").stdout
     assert "socks" in tree and "propagated" not in tree, tree
+
+
+def test_package_name_over_its_submodule_is_no_binding_error(tmp_path):
+    # lazy_loader.attach binds the function some_func over the submodule some_func (as
+    # `from .quantize import quantize` does in torch.ao.quantization). The binding is looked
+    # at again only when the submodule is imported again: a run that did so is no error
+    # against one that did not.
+    needs("lazy_loader")
+    base = "import importlib; from lazy_loader.tests import fake_pkg; fake_pkg.some_func"
+    traced([PY, "-c", base], tmp_path / "good")
+    traced([PY, "-c", base + "; importlib.import_module('lazy_loader.tests.fake_pkg.some_func')"], tmp_path / "bad")
+    r = viewer("diff", str(tmp_path / "good"), str(tmp_path / "bad"), "--format", "json")
+    assert r.returncode == 0, r.stdout
+    findings = json.loads(r.stdout)["findings"]
+    mismatch = [f for f in findings if f["kind"] == "binding_mismatch"]
+    assert mismatch and all(f["severity"] == "info" for f in mismatch), findings
+    shown = viewer("show", str(tmp_path / "bad")).stdout
+    assert "not bound on its parent" not in shown, shown
+    assert "submodule names the package bound to its own attribute: 1" in shown, shown
