@@ -195,3 +195,23 @@ def test_package_name_over_its_submodule_is_no_binding_error(tmp_path):
     shown = viewer("show", str(tmp_path / "bad")).stdout
     assert "not bound on its parent" not in shown, shown
     assert "submodule names the package bound to its own attribute: 1" in shown, shown
+
+
+def test_circular_import_names_the_import_that_raised_first(tmp_path):
+    # pkg -> pkg.a -> pkg.b -> `from .a import A` while pkg.a is half made: the error is
+    # raised in pkg.b and carried out through pkg.a and pkg. One story, pkg.b first.
+    for side, a, b in (("good", "A = 1\nfrom .b import B\n", "import json\nB = 2\n"),
+                       ("bad", "from .b import B\nA = 1\n", "import json\nfrom .a import A\nB = 2\n")):
+        pkg = tmp_path / side / "pkg"
+        pkg.mkdir(parents=True)
+        (pkg / "__init__.py").write_text("from .a import A\n")
+        (pkg / "a.py").write_text(a)
+        (pkg / "b.py").write_text(b)
+        traced([PY, "-c", "import pkg"], tmp_path / (side + "-run"), env={"PYTHONPATH": str(tmp_path / side)})
+    r = viewer("diff", str(tmp_path / "good-run"), str(tmp_path / "bad-run"), "--format", "json")
+    findings = json.loads(r.stdout)["findings"]
+    first = findings[0]
+    assert (first["kind"], first["module"]) == ("import_failed", "pkg.b"), findings
+    assert "partially initialized module 'pkg.a'" in first["summary"], first
+    assert first["where"][0]["file"] == "pkg/a.py", first
+    assert sorted(f["module"] for f in first["related"]) == ["pkg", "pkg.a"], first
