@@ -252,6 +252,18 @@ Result diff_runs_as_read(const std::vector<Process>& good, const std::vector<Pro
   std::vector<int> match_of_bad = pair_groups(good_groups, bad_groups);
 
   Findings out{r.options, r.findings};
+  {
+    std::vector<bool> paired(good_groups.size(), false);
+    for (int m : match_of_bad)
+      if (m >= 0) paired[m] = true;
+    std::vector<const Group*> good_unpaired, bad_unpaired;
+    for (size_t j = 0; j < good_groups.size(); ++j)
+      if (!paired[j]) good_unpaired.push_back(&good_groups[j]);
+    for (size_t i = 0; i < bad_groups.size(); ++i)
+      if (match_of_bad[i] < 0) bad_unpaired.push_back(&bad_groups[i]);
+    for (auto& grp : good_groups) grp.unpaired_siblings = good_unpaired;
+    for (auto& grp : bad_groups) grp.unpaired_siblings = bad_unpaired;
+  }
   std::vector<bool> good_paired(good_groups.size(), false);
   for (size_t i = 0; i < bad_groups.size(); ++i) {
     if (match_of_bad[i] < 0) {

@@ -215,3 +215,20 @@ def test_circular_import_names_the_import_that_raised_first(tmp_path):
     assert "partially initialized module 'pkg.a'" in first["summary"], first
     assert first["where"][0]["file"] == "pkg/a.py", first
     assert sorted(f["module"] for f in first["related"]) == ["pkg", "pkg.a"], first
+
+
+def test_serial_against_xdist_misses_nothing_the_workers_imported(tmp_path):
+    # The same suite serially and with `-n 2`: under xdist the workers import the tests
+    # and what they use, not pytest's main process. six and yaml are not missing from the
+    # xdist run.
+    needs("yaml", "six", "xdist")
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "test_a.py").write_text(SUITE_A)
+    cmd = [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite)]
+    traced(cmd, tmp_path / "serial", cwd=str(tmp_path))
+    traced(cmd + ["-p", "xdist", "-n", "2"], tmp_path / "xdist", cwd=str(tmp_path))
+    r = viewer("diff", str(tmp_path / "serial"), str(tmp_path / "xdist"), "--format", "json")
+    findings = json.loads(r.stdout)["findings"]
+    missing = [f for f in findings if f["kind"] == "module_missing"]
+    assert not missing, missing
