@@ -87,9 +87,22 @@ std::vector<Anomaly> find_anomalies(const model::Process& p) {
     return l;
   };
   std::vector<Anomaly> out;
+  // A module that makes its name an alias of a module already imported under another name,
+  // while it is itself imported (3.13's collections/abc.py puts _collections_abc there): the
+  // module's design, not a replacement worth a look.
+  std::map<uint64_t, std::string> imported_as;
+  for (const auto& im : p.imports)
+    if (im.ok && im.object.present && im.object.is_plain_module()) imported_as.emplace(im.object.id, im.name.str());
+  auto own_alias = [&](const model::ModulesChange& c) {
+    if (!c.during_import || !c.new_object.is_plain_module() || !c.old_object.is_plain_module()) return false;
+    int64_t in = p.import_position(c.during_import - 1);
+    auto other = imported_as.find(c.new_object.id);
+    return in >= 0 && p.imports[in].name.str() == c.key.str() && other != imported_as.end() &&
+           other->second != c.key.str();
+  };
   for (const auto& c : p.modules_changes) {
     if (c.by_import_system || c.op != model::ChangeOp::Set || !c.old_object.present ||
-        !c.new_object.present || c.old_object.id == c.new_object.id)
+        !c.new_object.present || c.old_object.id == c.new_object.id || own_alias(c))
       continue;
     out.push_back({"sys_modules_replaced", c.key,
                    "sys.modules['" + c.key + "'] replaced by non-import code: " +

@@ -388,6 +388,7 @@ void build_duplicate_facts(ProcFacts& f) {
     std::string_view key = f.history->key(k);
     for (const auto& e : f.history->history(k).entries) {
       if (!e.object->is_plain_module() || e.relation != model::Relation::SameAsKey) continue;
+      if (e.alias_made_by_own_import(key)) continue;
       f.duplicates.emplace_back("module object under two names: " + std::string(key) + " " +
                                     relation_text(e),
                                 std::string(key));

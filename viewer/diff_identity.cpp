@@ -234,6 +234,14 @@ bool differing_parts(const ProcFacts& bf, const KeyHistory& bh, const ProcFacts&
   return true;
 }
 
+// Every entry of `part` after its first is an alias the key's own import made (3.13's
+// collections.abc): a new key that is no replacement.
+bool only_own_aliases(const KeyHistory& h, std::string_view key, const LifetimePart& part) {
+  for (size_t i = part.begin + 1; i < part.end; ++i)
+    if (!h.entries[i].alias_made_by_own_import(key)) return false;
+  return true;
+}
+
 }  // namespace
 
 // Keys whose history in bad has a structure good never had (in any of its processes),
@@ -278,7 +286,7 @@ void compare_key_histories(const Group& g, const Group& b, Findings& out) {
           proxy_finding(k, be, nullptr, *bad.proc, role, out);
         } else if (blocker == be.end()) {
           for (const LifetimePart& part : lifetime_parts(bh))
-            if (part.end - part.begin > 1) {
+            if (part.end - part.begin > 1 && !only_own_aliases(bh, k, part)) {
               replaced_finding(k, materialize(*bad.proc, bh, part.begin, part.end), nullptr, *bad.proc, role, out);
               break;
             }

@@ -1,6 +1,7 @@
 """Debian's real packages on /usr/bin/python3: the stories and the diff must be true on
 code nobody wrote for imptrace (lazy_loader's attach, six.moves, pytest's own plugins, a
 broken package put first on PYTHONPATH)."""
+import glob
 import json
 import os
 import subprocess
@@ -232,3 +233,20 @@ def test_serial_against_xdist_misses_nothing_the_workers_imported(tmp_path):
     findings = json.loads(r.stdout)["findings"]
     missing = [f for f in findings if f["kind"] == "module_missing"]
     assert not missing, missing
+
+
+def test_uncaught_exception_on_313_is_no_collections_abc_replacement(tmp_path):
+    # 3.13 imports traceback to print an uncaught exception; traceback imports
+    # collections.abc, whose module puts _collections_abc under its own name. Neither the
+    # interpreter's reporting nor that alias is a cause against a run that did not fail.
+    found = sorted(glob.glob("/root/.pyenv/versions/3.13*/bin/python"))
+    if not found:
+        pytest.skip("no pyenv CPython 3.13 here")
+    traced([found[0], "-c", "import json"], tmp_path / "good")
+    r = traced([found[0], "-c", "import json; 1/0"], tmp_path / "bad")
+    assert "ZeroDivisionError" in r.stderr, r.stderr
+    r = viewer("diff", str(tmp_path / "good"), str(tmp_path / "bad"), "--format", "json")
+    loud = [f for f in json.loads(r.stdout)["findings"] if f["severity"] != "info"]
+    assert r.returncode == 0 and not loud, loud
+    shown = viewer("show", str(tmp_path / "bad")).stdout
+    assert "collections.abc" not in shown, shown
