@@ -234,12 +234,26 @@ bool module_sat_under(const Group& run, std::string_view name) {
   return found;
 }
 
+// The program stopped at a failed import: it exited with an error status after an import
+// whose failure nothing caught (import_time.h: nothing on its thread imported anything
+// afterwards). What the good run imported after that point was never reached.
+bool stopped_by_failed_import(const Process& p) {
+  if (p.end.how != model::ProcessEnd::How::Exit || p.end.status == 0) return false;
+  bool failed = false;
+  for (const auto& im : p.imports) failed |= !im.ok && im.parent_pos < 0;
+  if (!failed) return false;
+  const std::vector<timing::Fate> fate = timing::classify_failures(p);
+  for (size_t i = 0; i < p.imports.size(); ++i)
+    if (!p.imports[i].ok && p.imports[i].parent_pos < 0 && fate[i] == timing::Fate::Propagated) return true;
+  return false;
+}
+
 }  // namespace
 
 Reach reach_of_cut_short(const Group& g, const Group& b) {
   Reach r;
   bool cut = false;
-  for (const ProcFacts* p : b.procs) cut |= model::ended_abnormally(p->p->end);
+  for (const ProcFacts* p : b.procs) cut |= model::ended_abnormally(p->p->end) || stopped_by_failed_import(*p->p);
   if (!cut) return r;
   r.pos = 0;
   const ModFacts* last = nullptr;
@@ -344,7 +358,7 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
   if (unreached.size() > 20) list += ", ... (" + std::to_string(unreached.size() - 20) + " more)";
   f.summary = "not reached: " + std::to_string(unreached.size()) +
               " module(s) the good run imported after the point where the bad process ended abnormally "
-              "(or was still importing there)";
+              "or stopped at a failed import (or was still importing there)";
   f.good = list;
   f.bad = "not reached";
   out.add(std::move(f));

@@ -2,6 +2,7 @@
 #include "import_time.h"
 
 #include <algorithm>
+#include <cstring>
 #include <unordered_map>
 
 #include "enum_names.h"
@@ -57,6 +58,18 @@ bool is_under(const std::string& name, const std::string& prefix) {
 }
 
 namespace {
+
+// Imported by a test runner's collector: pytest's import_path (test modules, conftest.py)
+// or unittest's loader.
+bool collector_import(const model::Import& im) {
+  const std::string& f = im.importer.file.str();
+  auto ends_with = [&](const char* tail) {
+    size_t n = strlen(tail);
+    return f.size() >= n && f.compare(f.size() - n, n, tail) == 0;
+  };
+  return (ends_with("_pytest/pathlib.py") && im.importer.function.str() == "import_path") ||
+         (ends_with("unittest/loader.py") && im.importer.function.str().find("_get_module_from_name") != std::string::npos);
+}
 
 // The first thing `im`'s thread did from Python code after `im` returned (an import or an
 // attribute lookup through a proxy or module __getattr__) ran inside failure reporting
@@ -134,6 +147,12 @@ std::vector<Fate> classify_failures(const model::Process& p) {
       // requests.adapters' try/except.
       else if (outer.error_type == im.error_type && outer.error_message == im.error_message) fate[i] = fate[parent];
       else fate[i] = Fate::Propagated;
+      continue;
+    }
+    // A test module or conftest that pytest or unittest failed to import is reported as a
+    // collection error or a failing test: an error of the run, though the run goes on.
+    if (collector_import(im)) {
+      fate[i] = Fate::Propagated;
       continue;
     }
     auto it = last_begin.find(im.thread);

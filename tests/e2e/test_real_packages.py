@@ -250,3 +250,25 @@ def test_uncaught_exception_on_313_is_no_collections_abc_replacement(tmp_path):
     assert r.returncode == 0 and not loud, loud
     shown = viewer("show", str(tmp_path / "bad")).stdout
     assert "collections.abc" not in shown, shown
+
+
+def test_test_module_failing_at_collection_is_an_error_from_where_it_was_raised(tmp_path):
+    # test_x.py imports helper, which `from six.moves import`s a name six.moves lacks in
+    # the bad run: pytest reports a collection error (not a handled import), and the story
+    # starts at helper, which raised it, with test_x carrying it.
+    needs("six", "pytest")
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "test_x.py").write_text("import helper\n\ndef test_x():\n    assert helper.VALUE == 1\n")
+    for side, text in (("good", "import six\nVALUE = 1\n"),
+                       ("bad", "import six\nfrom six.moves import nonexistent_thing\nVALUE = 1\n")):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "helper.py").write_text(text)
+        traced([PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite)], tmp_path / (side + "-run"),
+               env={"PYTHONPATH": str(tmp_path / side)}, cwd=str(tmp_path))
+    r = viewer("diff", str(tmp_path / "good-run"), str(tmp_path / "bad-run"), "--format", "json")
+    findings = json.loads(r.stdout)["findings"]
+    first = findings[0]
+    assert (first["kind"], first["module"], first["severity"]) == ("import_failed", "helper", "error"), findings
+    assert [f["module"] for f in first["related"] if f["kind"] == "import_failed"] == ["test_x"], first
+    assert "handled" not in first["related"][0]["summary"], first
