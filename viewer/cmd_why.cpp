@@ -514,6 +514,8 @@ int run_why(const std::vector<std::string>& args) {
   if (format != "text" && format != "json")
     throw UsageError("unknown why format '" + format + "' (text or json)");
   std::string module = a.positional.back();
+  if (module.empty() || module.front() == '.' || module.back() == '.' || module.find("..") != std::string::npos)
+    throw UsageError("why needs a module name such as torch or torch.nn, not '" + module + "'");
   a.positional.pop_back();
   const auto& procs = load_for_command(a.positional);
   WhyReport r = build_why(procs, module);

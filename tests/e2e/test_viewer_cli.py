@@ -41,6 +41,12 @@ def test_fifo_named_as_a_trace_is_refused_not_waited_on(good_trace, tmp_path):
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
+def test_why_of_no_module_name_is_a_usage_error(good_trace):
+    for name in ("", ".json", "json.", "a..b"):
+        r = call("why", good_trace, name)
+        assert r.returncode == 2 and "needs a module name" in r.stderr, (name, r.returncode, r.stderr)
+
+
 def test_truncated_trace_reads_prefix(good_trace, tmp_path):
     data = open(good_trace, "rb").read()
     cut = tmp_path / "cut.pb"
