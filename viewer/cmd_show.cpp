@@ -16,6 +16,7 @@
 #include "failure_reporting.h"
 #include "import_time.h"
 #include "lazy_stories.h"
+#include "proxy_decision.h"
 
 namespace imptrace {
 namespace {
@@ -133,7 +134,7 @@ std::vector<Anomaly> find_anomalies(const model::Process& p) {
                    model::Location(), b.test});
   }
   for (const auto& a : p.proxy_accesses) {
-    if (a.ok || is_expected_access_failure(a)) continue;
+    if (a.ok || is_expected_access_failure(a) || model::import_system_probe(p, a)) continue;
     auto k = a.proxy.present ? key_of_proxy.find(a.proxy.id) : key_of_proxy.end();
     std::string key = k != key_of_proxy.end() ? k->second : a.proxy.name.str();
     out.push_back({"proxy_access_failed", key,
@@ -284,7 +285,7 @@ ProcessCounts count_process(const model::Process& p, const std::vector<bool>& re
   for (const auto& a : p.proxy_accesses) {
     n.access_repeats += a.repeats;
     if (a.ok) continue;
-    if (is_expected_access_failure(a)) ++n.expected_failures;
+    if (is_expected_access_failure(a) || model::import_system_probe(p, a)) ++n.expected_failures;
     else ++n.failed_access;
   }
   return n;

@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "diff_compare.h"
 #include "failure_reporting.h"
+#include "proxy_decision.h"
 
 namespace imptrace {
 namespace diff {
@@ -194,7 +195,7 @@ void compare_accesses(const Group& g, const Group& b, Findings& out) {
     const std::string& at = a.attribute;
     bool probe = (at.size() > 4 && at.compare(0, 2, "__") == 0 &&
                   at.compare(at.size() - 2, 2, "__") == 0) ||
-                 at.compare(0, 7, "_pytest") == 0;
+                 at.compare(0, 7, "_pytest") == 0 || model::import_system_probe(*pf.p, a);
     f.severity = probe ? Severity::Info
                  : !module_getattr ? Severity::Error
                  : g.ok(af.story) ? Severity::Warning : Severity::Info;

@@ -17,6 +17,18 @@ bool is_module(const ObjectRef& o) { return o.present && (o.flags & (kPlainModul
 
 bool is_import_blocker(const ObjectRef& o) { return o.present && o.type == "NoneType"; }
 
+bool import_system_probe(const Process& p, const ProxyAccess& a) {
+  if (a.ok || a.error_type.str() != "AttributeError" || !a.proxy.present || a.proxy.name.empty()) return false;
+  const std::string child = a.proxy.name.str() + "." + a.attribute.str();
+  const Import* next = nullptr;
+  for (const auto& im : p.imports) {
+    if (im.thread != a.thread) continue;
+    if (im.name.str() == child && im.begin_ns <= a.time_ns && a.time_ns <= im.end_ns) return true;
+    if (im.begin_ns >= a.time_ns && (!next || im.begin_ns < next->begin_ns)) next = &im;
+  }
+  return next && next->name.str() == child;
+}
+
 void decide_proxies(Process& p) {
   // Classes the trace describes: does each forward by construction (a module type that
   // overrides attribute lookup)?

@@ -272,3 +272,15 @@ def test_test_module_failing_at_collection_is_an_error_from_where_it_was_raised(
     assert (first["kind"], first["module"], first["severity"]) == ("import_failed", "helper", "error"), findings
     assert [f["module"] for f in first["related"] if f["kind"] == "import_failed"] == ["test_x"], first
     assert "handled" not in first["related"][0]["summary"], first
+
+
+def test_import_systems_own_lookups_through_numpy_getattr_are_no_anomaly(tmp_path):
+    # `import numpy.array_api`: its _array_object.py does `from numpy import array_api`
+    # while numpy.array_api is still being imported. numpy's __getattr__ answers the
+    # import system's hasattr() in _handle_fromlist and the statement's getattr with
+    # AttributeError, and the import system then takes sys.modules['numpy.array_api']:
+    # normal Python, no failed lookup worth a look.
+    needs("numpy.array_api")
+    traced([PY, "-W", "ignore", "-c", "import numpy.array_api"], tmp_path / "t")
+    shown = viewer("show", str(tmp_path / "t")).stdout
+    assert ".array_api on module 'numpy'" not in shown and "anomalies:" not in shown, shown
