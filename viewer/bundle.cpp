@@ -381,7 +381,9 @@ bool is_xml_member(const std::string& name) {
 bool is_gzip(const uint8_t* data, size_t size) { return size >= 2 && data[0] == 0x1f && data[1] == 0x8b; }
 
 bool is_gzip_file(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO given as a trace must not block the open (pread then fails on it,
+  // and the reader says it is not a regular file).
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return false;
   uint8_t magic[2];
   ssize_t got = pread(fd, magic, 2, 0);

@@ -77,7 +77,7 @@ std::string member_component(const std::string& raw, const char* fallback) {
 
 std::vector<uint8_t> read_whole(const std::string& path, uint64_t limit = bundle::kMaxUnpackedBytes,
                                 const char* limit_text = "1 GiB") {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block
   if (fd < 0) throw InputError(path + ": " + strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

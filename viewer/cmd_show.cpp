@@ -16,6 +16,7 @@
 #include "failure_reporting.h"
 #include "import_time.h"
 #include "lazy_stories.h"
+#include "proxy_decision.h"
 
 namespace imptrace {
 namespace {
@@ -87,9 +88,22 @@ std::vector<Anomaly> find_anomalies(const model::Process& p) {
     return l;
   };
   std::vector<Anomaly> out;
+  // A module that makes its name an alias of a module already imported under another name,
+  // while it is itself imported (3.13's collections/abc.py puts _collections_abc there): the
+  // module's design, not a replacement worth a look.
+  std::map<uint64_t, std::string> imported_as;
+  for (const auto& im : p.imports)
+    if (im.ok && im.object.present && im.object.is_plain_module()) imported_as.emplace(im.object.id, im.name.str());
+  auto own_alias = [&](const model::ModulesChange& c) {
+    if (!c.during_import || !c.new_object.is_plain_module() || !c.old_object.is_plain_module()) return false;
+    int64_t in = p.import_position(c.during_import - 1);
+    auto other = imported_as.find(c.new_object.id);
+    return in >= 0 && p.imports[in].name.str() == c.key.str() && other != imported_as.end() &&
+           other->second != c.key.str();
+  };
   for (const auto& c : p.modules_changes) {
     if (c.by_import_system || c.op != model::ChangeOp::Set || !c.old_object.present ||
-        !c.new_object.present || c.old_object.id == c.new_object.id)
+        !c.new_object.present || c.old_object.id == c.new_object.id || own_alias(c))
       continue;
     out.push_back({"sys_modules_replaced", c.key,
                    "sys.modules['" + c.key + "'] replaced by non-import code: " +
@@ -113,14 +127,14 @@ std::vector<Anomaly> find_anomalies(const model::Process& p) {
   const std::vector<bool> later = bound_later(p);
   for (size_t i = 0; i < p.bindings.size(); ++i) {
     const auto& b = p.bindings[i];
-    if (b.status == model::BindingStatus::Bound || later[i]) continue;
+    if (b.status == model::BindingStatus::Bound || later[i] || model::shadowed_by_own_attribute(b)) continue;
     out.push_back({"binding_not_bound", b.parent,
                    "child " + b.child_module() + " not bound on its parent: " +
                        model::binding_status_name(b.status) + " (parent is " + describe_object(b.bound_on) + ")",
                    model::Location(), b.test});
   }
   for (const auto& a : p.proxy_accesses) {
-    if (a.ok || is_expected_access_failure(a)) continue;
+    if (a.ok || is_expected_access_failure(a) || model::import_system_probe(p, a)) continue;
     auto k = a.proxy.present ? key_of_proxy.find(a.proxy.id) : key_of_proxy.end();
     std::string key = k != key_of_proxy.end() ? k->second : a.proxy.name.str();
     out.push_back({"proxy_access_failed", key,
@@ -245,6 +259,7 @@ struct ProcessCounts {
   size_t proxies = 0;            // distinct proxies put under a key or returned by an import
   size_t not_bound = 0;          // children not bound on their parent...
   size_t not_bound_yet = 0;      // ...and those bound when their outer import finished
+  size_t shadowed = 0;           // ...and names the package rebound to its own attribute
   size_t failed_access = 0;      // failed proxy accesses worth a look...
   size_t expected_failures = 0;  // ...and those normal Python makes
   uint64_t access_repeats = 0;   // counted by the tracer, not recorded (never failures)
@@ -264,12 +279,13 @@ ProcessCounts count_process(const model::Process& p, const std::vector<bool>& re
   for (size_t i = 0; i < p.bindings.size(); ++i) {
     if (p.bindings[i].status == model::BindingStatus::Bound) continue;
     if (later[i]) ++n.not_bound_yet;
+    else if (model::shadowed_by_own_attribute(p.bindings[i])) ++n.shadowed;
     else ++n.not_bound;
   }
   for (const auto& a : p.proxy_accesses) {
     n.access_repeats += a.repeats;
     if (a.ok) continue;
-    if (is_expected_access_failure(a)) ++n.expected_failures;
+    if (is_expected_access_failure(a) || model::import_system_probe(p, a)) ++n.expected_failures;
     else ++n.failed_access;
   }
   return n;
@@ -283,10 +299,11 @@ void show_counts(const model::Process& p, const ProcessCounts& n, std::ostream& 
       << "  proxy accesses: " << p.proxy_accesses.size() << " (" << n.failed_access << " failed)";
   if (n.access_repeats) out << " + " << n.access_repeats << " repeats counted";
   out << "\n";
-  if (n.repeats || n.not_bound_yet || n.expected_failures) {
+  if (n.repeats || n.not_bound_yet || n.shadowed || n.expected_failures) {
     out << "  normal Python, not anomalies:";
     if (n.repeats) out << "  repeat imports that found the module already loaded: " << n.repeats;
     if (n.not_bound_yet) out << "  children bound when their outer import finished: " << n.not_bound_yet;
+    if (n.shadowed) out << "  submodule names the package bound to its own attribute: " << n.shadowed;
     if (n.expected_failures)
       out << "  expected failed lookups (dunder probes, failure reporting): " << n.expected_failures;
     out << "\n";
@@ -321,7 +338,7 @@ void show_failed_imports(const model::Process& p, std::ostream& out, const Rel& 
     else if (fate[i] == timing::Fate::Handled) handled.push_back(i);
   }
   if (!propagated.empty()) {
-    out << "  failed imports that propagated (the enclosing import or the program stopped): "
+    out << "  failed imports that propagated (the enclosing import, the test or the program stopped): "
         << propagated.size() << "\n";
     list_failed_imports(p, propagated, all ? SIZE_MAX : kMaxListed, rel, out);
   }

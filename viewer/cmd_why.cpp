@@ -461,7 +461,16 @@ void write_children_text(const WhyReport& r, std::ostream& out) {
 
 void write_proxy_accesses_text(const WhyReport& r, std::ostream& out) {
   if (r.proxy_accesses.empty()) return;
-  out << "\nAttribute accesses through proxies for " << r.module << ":\n";
+  // A module's own __getattr__ (PEP 562: numpy's, scipy's, lazy_loader.attach's) makes
+  // no proxy of the module: the heading names what the lookups went through.
+  size_t module_getattr = 0;
+  for (const auto& pa : r.proxy_accesses) module_getattr += pa.access.kind == model::ProxyAccessKind::ModuleGetattr;
+  if (module_getattr == r.proxy_accesses.size())
+    out << "\nAttribute lookups through the module __getattr__ (PEP 562) for " << r.module << ":\n";
+  else if (module_getattr)
+    out << "\nAttribute accesses through proxies and module __getattr__ (PEP 562) for " << r.module << ":\n";
+  else
+    out << "\nAttribute accesses through proxies for " << r.module << ":\n";
   for (const auto& pa : r.proxy_accesses) {
     const auto& a = pa.access;
     out << "  " << (a.kind == model::ProxyAccessKind::Setattr ? "set ." : ".") << a.attribute
@@ -505,6 +514,8 @@ int run_why(const std::vector<std::string>& args) {
   if (format != "text" && format != "json")
     throw UsageError("unknown why format '" + format + "' (text or json)");
   std::string module = a.positional.back();
+  if (module.empty() || module.front() == '.' || module.back() == '.' || module.find("..") != std::string::npos)
+    throw UsageError("why needs a module name such as torch or torch.nn, not '" + module + "'");
   a.positional.pop_back();
   const auto& procs = load_for_command(a.positional);
   WhyReport r = build_why(procs, module);

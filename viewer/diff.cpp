@@ -223,8 +223,27 @@ void attach_native_callers(const std::vector<Process>& good, const std::vector<P
 
 }  // namespace
 
+namespace {
+Result diff_runs_as_read(const std::vector<Process>& good, const std::vector<Process>& bad, const Options& opts);
+}  // namespace
+
+// Processes cut short in both runs first meet at a common reach (diff_ends.cpp).
 Result diff_runs(const std::vector<Process>& good, const std::vector<Process>& bad,
                  const Options& opts) {
+  std::vector<Process> good_cut, bad_cut;
+  std::vector<std::string> notes;
+  if (cut_to_common_reach(good, bad, good_cut, bad_cut, notes)) {
+    Result r = diff_runs_as_read(good_cut, bad_cut, opts);
+    r.input_warnings.insert(r.input_warnings.end(), notes.begin(), notes.end());
+    return r;
+  }
+  return diff_runs_as_read(good, bad, opts);
+}
+
+namespace {
+
+Result diff_runs_as_read(const std::vector<Process>& good, const std::vector<Process>& bad,
+                         const Options& opts) {
   Result r;
   r.options = opts;
   std::vector<ProcFacts> good_facts = facts_of_run(good, r.good);
@@ -233,6 +252,18 @@ Result diff_runs(const std::vector<Process>& good, const std::vector<Process>& b
   std::vector<int> match_of_bad = pair_groups(good_groups, bad_groups);
 
   Findings out{r.options, r.findings};
+  {
+    std::vector<bool> paired(good_groups.size(), false);
+    for (int m : match_of_bad)
+      if (m >= 0) paired[m] = true;
+    std::vector<const Group*> good_unpaired, bad_unpaired;
+    for (size_t j = 0; j < good_groups.size(); ++j)
+      if (!paired[j]) good_unpaired.push_back(&good_groups[j]);
+    for (size_t i = 0; i < bad_groups.size(); ++i)
+      if (match_of_bad[i] < 0) bad_unpaired.push_back(&bad_groups[i]);
+    for (auto& grp : good_groups) grp.unpaired_siblings = good_unpaired;
+    for (auto& grp : bad_groups) grp.unpaired_siblings = bad_unpaired;
+  }
   std::vector<bool> good_paired(good_groups.size(), false);
   for (size_t i = 0; i < bad_groups.size(); ++i) {
     if (match_of_bad[i] < 0) {
@@ -260,6 +291,8 @@ Result diff_runs(const std::vector<Process>& good, const std::vector<Process>& b
   rank_and_group(r.findings);
   return r;
 }
+
+}  // namespace
 
 }  // namespace diff
 }  // namespace imptrace

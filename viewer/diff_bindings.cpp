@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "diff_compare.h"
 #include "failure_reporting.h"
+#include "proxy_decision.h"
 
 namespace imptrace {
 namespace diff {
@@ -57,8 +58,13 @@ Finding binding_finding(const std::vector<BindingRep>& items, const BindingFact*
     f.summary = what + ", an object no longer under sys.modules['" + bd.parent + "']";
   else if (bf.bound_on_place == kOther)
     f.summary = what + ", not the object under sys.modules['" + bd.parent + "']";
+  else if (model::shadowed_by_own_attribute(bd))
+    f.summary = what + ": the attribute holds " + bd.attribute_value.type.str() +
+                ", the package's own name over its submodule's (normal Python; checked only when the "
+                "submodule is imported again, so the other run may not have looked)";
   else
     f.summary = what + ": " + model::binding_status_name(bd.status);
+  if (bf.bound_on_place == kCurrent && model::shadowed_by_own_attribute(bd)) f.severity = Severity::Info;
   if (bd.status != model::BindingStatus::Bound && bf.bound_on_place != kCurrent)
     f.summary += std::string(" (status ") + model::binding_status_name(bd.status) + ")";
   std::string subject = items.size() == 1 ? bd.child_module() : who;
@@ -189,7 +195,7 @@ void compare_accesses(const Group& g, const Group& b, Findings& out) {
     const std::string& at = a.attribute;
     bool probe = (at.size() > 4 && at.compare(0, 2, "__") == 0 &&
                   at.compare(at.size() - 2, 2, "__") == 0) ||
-                 at.compare(0, 7, "_pytest") == 0;
+                 at.compare(0, 7, "_pytest") == 0 || model::import_system_probe(*pf.p, a);
     f.severity = probe ? Severity::Info
                  : !module_getattr ? Severity::Error
                  : g.ok(af.story) ? Severity::Warning : Severity::Info;

@@ -56,6 +56,15 @@ void compare_common(const Group& good, const Group& bad, Findings& out);
 // diff_ends.cpp: a bad process that ended abnormally while its good one (or nullptr: none)
 // did not (process_ended_abnormally).
 void compare_ends(const ProcFacts* good, const ProcFacts& bad, Findings& out);
+// Processes of one role (one in each run) that were both cut short (a signal or no end
+// record: multiprocessing.Pool.terminate() SIGTERMs its workers wherever they are) stopped
+// at different points by chance. The one that got further is cut, in `good` or `bad`, to
+// where the other stopped: past that nothing is known of the other side. One line per
+// process cut goes to `notes`. False when nothing is to be cut (`*_out` untouched), else
+// `good_out` and `bad_out` are the runs with the cuts made.
+bool cut_to_common_reach(const std::vector<model::Process>& good, const std::vector<model::Process>& bad,
+                         std::vector<model::Process>& good_out, std::vector<model::Process>& bad_out,
+                         std::vector<std::string>& notes);
 // A paired process's first divergence and import_order_changed (diff_order.cpp).
 void compare_order(const ProcFacts& good, const ProcFacts& bad, PairInfo& pair, Findings& out);
 

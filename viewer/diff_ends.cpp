@@ -2,6 +2,9 @@
 // signal or left no end record while its good counterpart finished is the story itself:
 // whatever it did not import afterwards was never reached, not missing (compare_present
 // compares a cut-short process only up to where it stopped).
+#include <algorithm>
+#include <map>
+
 #include "diff_compare.h"
 
 namespace imptrace {
@@ -26,6 +29,87 @@ void compare_ends(const ProcFacts* good, const ProcFacts& bad, Findings& out) {
   f.good = good ? model::end_text(good->p->end) : "no such process";
   f.story = "process " + bad.role;
   out.add(std::move(f));
+}
+
+namespace {
+
+// The time in `longer` that matches where `shorter` stopped: the end of its import that is
+// the same occurrence of the same module as `shorter`'s last finished one. 0 when `longer`
+// has no such import (the two went different ways: no common reach to speak of).
+uint64_t matching_stop(const model::Process& shorter, const model::Process& longer) {
+  const Import* last = nullptr;
+  for (const Import& im : shorter.imports)
+    if (!last || im.end_ns > last->end_ns) last = &im;
+  if (!last) return 0;
+  size_t nth = 0;
+  for (const Import& im : shorter.imports)
+    if (im.name == last->name && im.begin_ns <= last->begin_ns) ++nth;
+  for (const Import& im : longer.imports)
+    if (im.name == last->name && --nth == 0) return im.end_ns;
+  return 0;
+}
+
+// `p` as far as time `t`: what finished by then. An import still running then has no
+// record, as in a trace cut there.
+void cut_at(model::Process& p, uint64_t t) {
+  auto after = [t](uint64_t at) { return at > t; };
+  p.imports.erase(std::remove_if(p.imports.begin(), p.imports.end(), [&](const Import& im) { return after(im.end_ns); }),
+                  p.imports.end());
+  for (auto& im : p.imports) {
+    int64_t at = im.parent_index ? p.import_position(im.parent_index - 1) : -1;
+    im.parent_pos = at >= 0 && p.imports[at].index < im.index ? at : -1;
+  }
+  auto cut = [&](auto& records) {
+    records.erase(std::remove_if(records.begin(), records.end(), [&](const auto& r) { return after(r.time_ns); }),
+                  records.end());
+  };
+  cut(p.modules_changes);
+  cut(p.bindings);
+  cut(p.proxy_accesses);
+  cut(p.sys_paths);
+  cut(p.lazy_declared);
+  cut(p.lazy_resolved);
+  p.end = model::ProcessEnd();  // no end record, as the other side
+}
+
+}  // namespace
+
+bool cut_to_common_reach(const std::vector<model::Process>& good, const std::vector<model::Process>& bad,
+                         std::vector<model::Process>& good_out, std::vector<model::Process>& bad_out,
+                         std::vector<std::string>& notes) {
+  // Roles held by exactly one process on each side, both cut short.
+  std::map<std::string, std::pair<std::vector<size_t>, std::vector<size_t>>> by_role;
+  for (size_t i = 0; i < good.size(); ++i)
+    if (model::ended_abnormally(good[i].end)) by_role[role_of(good[i])].first.push_back(i);
+  for (size_t i = 0; i < bad.size(); ++i)
+    if (model::ended_abnormally(bad[i].end)) by_role[role_of(bad[i])].second.push_back(i);
+  struct Cut {
+    bool in_good;
+    size_t index;
+    uint64_t at;
+  };
+  std::vector<Cut> cuts;
+  for (const auto& kv : by_role) {
+    if (kv.second.first.size() != 1 || kv.second.second.size() != 1) continue;
+    const model::Process& g = good[kv.second.first[0]];
+    const model::Process& b = bad[kv.second.second[0]];
+    if (g.imports.size() == b.imports.size()) continue;
+    bool good_longer = g.imports.size() > b.imports.size();
+    uint64_t t = good_longer ? matching_stop(b, g) : matching_stop(g, b);
+    if (t) cuts.push_back({good_longer, good_longer ? kv.second.first[0] : kv.second.second[0], t});
+  }
+  if (cuts.empty()) return false;
+  good_out = good;
+  bad_out = bad;
+  for (const Cut& c : cuts) {
+    model::Process& p = (c.in_good ? good_out : bad_out)[c.index];
+    size_t before = p.imports.size();
+    cut_at(p, c.at);
+    notes.push_back(p.source_file + ": cut short in both runs; compared up to where the " +
+                    (c.in_good ? "bad" : "good") + " run's process stopped (" +
+                    std::to_string(before - p.imports.size()) + " later imports of this one left out)");
+  }
+  return true;
 }
 
 }  // namespace diff

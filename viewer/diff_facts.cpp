@@ -105,6 +105,11 @@ EntryText materialize(const ProcFacts& f, const KeyEntry& l) {
   if (l.removal) {
     e.removal_precise = l.removal->precision == model::Precision::Exact;
     if (!l.removal->stack.empty()) e.removed_at = norm.loc(l.removal->stack[0]);
+    if (l.removal->by_import_system && l.removal->op == model::ChangeOp::Delete) {
+      int64_t in = l.removal->during_import ? f.p->import_position(l.removal->during_import - 1) : -1;
+      e.removed_by_failed_import =
+          in >= 0 && !f.p->imports[in].ok && f.p->imports[in].name == l.removal->key;
+    }
   }
   for (const model::ModulesChange* c : l.reloads) {
     const Location* at = model::outside_importlib(c->stack);
@@ -383,6 +388,7 @@ void build_duplicate_facts(ProcFacts& f) {
     std::string_view key = f.history->key(k);
     for (const auto& e : f.history->history(k).entries) {
       if (!e.object->is_plain_module() || e.relation != model::Relation::SameAsKey) continue;
+      if (e.alias_made_by_own_import(key)) continue;
       f.duplicates.emplace_back("module object under two names: " + std::string(key) + " " +
                                     relation_text(e),
                                 std::string(key));

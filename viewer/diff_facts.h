@@ -104,6 +104,10 @@ struct EntryText {
   // a write the tracer could not see as it happened): set_by (removed_at) is then where
   // that import ran.
   bool precise = true, removal_precise = true;
+  // The removal was the import system's own clean-up after the import of this key failed
+  // (importlib deletes the half-initialised module): the import_failed finding tells that
+  // story, the removal is no identity change of its own.
+  bool removed_by_failed_import = false;
   std::vector<Location> reloads;    // where importlib.reload ran it again, relativized
   std::vector<std::pair<std::string, Location>> class_changes;  // (class, where), relativized
 };

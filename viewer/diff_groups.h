@@ -48,6 +48,9 @@ struct Group {
   std::unordered_map<uint64_t, std::vector<std::pair<const ProcFacts*, const AccessFact*>>> access_sigs;
   std::unordered_map<uint64_t, std::pair<const ProcFacts*, const AccessFact*>> access_by_attr;
   std::unordered_map<std::string, std::pair<const ProcFacts*, std::string>> dup_sigs;
+  // The groups of the same run that the other run has no counterpart for (xdist workers
+  // against a serial run): where this group's work may have gone.
+  std::vector<const Group*> unpaired_siblings;
 
   static uint64_t child_key(std::string_view parent, std::string_view attr) { return mix(hash_text(parent), hash_text(attr)); }
 

@@ -96,11 +96,17 @@ void replaced_finding(const std::string& key, const std::vector<EntryText>& bh,
     // Same entries, different class changes, relation or removal details.
     f.severity = Severity::Warning;
     f.summary = k + ": what sat under the name differs";
+    bool told = false, failed_import_removal = false;
     for (size_t j = 0; j < bh.size(); ++j) {
       if (!bh[j].removed || (gh && j < gh->size() && (*gh)[j].removed)) continue;
+      if (bh[j].removed_by_failed_import) {
+        failed_import_removal = true;
+        continue;
+      }
       f.summary = k + ": " + describe(bh[j].obj, bh[j].origin) + " removed in the bad run" +
                   place_text(bh[j].removed_at, bh[j].removal_precise) + "; the good run kept it";
       if (!bh[j].removed_at.empty()) f.where.push_back(bh[j].removed_at);
+      told = true;
       break;
     }
     for (size_t j = 0; j < bh.size(); ++j) {
@@ -120,8 +126,11 @@ void replaced_finding(const std::string& key, const std::vector<EntryText>& bh,
       f.summary += "); the good run: " + (gh && j < gh->size() ? history_text({(*gh)[j]}) : std::string("nothing"));
       for (const auto& cc : bc)
         if (!cc.second.empty()) f.where.push_back(cc.second);
+      told = true;
       break;
     }
+    // Only importlib's clean-up after a failed import of the key: import_failed says it.
+    if (!told && failed_import_removal) return;
   }
   out.add(std::move(f));
 }
@@ -225,6 +234,14 @@ bool differing_parts(const ProcFacts& bf, const KeyHistory& bh, const ProcFacts&
   return true;
 }
 
+// Every entry of `part` after its first is an alias the key's own import made (3.13's
+// collections.abc): a new key that is no replacement.
+bool only_own_aliases(const KeyHistory& h, std::string_view key, const LifetimePart& part) {
+  for (size_t i = part.begin + 1; i < part.end; ++i)
+    if (!h.entries[i].alias_made_by_own_import(key)) return false;
+  return true;
+}
+
 }  // namespace
 
 // Keys whose history in bad has a structure good never had (in any of its processes),
@@ -269,7 +286,7 @@ void compare_key_histories(const Group& g, const Group& b, Findings& out) {
           proxy_finding(k, be, nullptr, *bad.proc, role, out);
         } else if (blocker == be.end()) {
           for (const LifetimePart& part : lifetime_parts(bh))
-            if (part.end - part.begin > 1) {
+            if (part.end - part.begin > 1 && !only_own_aliases(bh, k, part)) {
               replaced_finding(k, materialize(*bad.proc, bh, part.begin, part.end), nullptr, *bad.proc, role, out);
               break;
             }

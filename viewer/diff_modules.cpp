@@ -81,6 +81,30 @@ std::string normalize_loader(const std::string& l) {
   return out;
 }
 
+// The failed import inside `im` whose error went on out of it, and so on down: where the
+// error was raised. `import pkg` failing with pkg.a's and pkg.b's "cannot import name 'A'
+// from partially initialized module" started in pkg.b. `im` itself when no import inside
+// it failed with its error, or only the packages of its own dotted name did.
+const Import& origin_of_failure(const Process& p, const Import& im) {
+  const Import* at = &im;
+  for (bool deeper = true; deeper;) {
+    deeper = false;
+    const int64_t pos = at - p.imports.data();
+    for (size_t j = static_cast<size_t>(pos) + 1; j < p.imports.size(); ++j) {
+      const Import& c = p.imports[j];
+      if (c.parent_pos != pos || c.ok || c.error_type != at->error_type || c.error_message != at->error_message)
+        continue;
+      // The first step of a dotted import (`org` inside `org.python.core`) is that import's
+      // own failure: the story stays with the name the code asked for.
+      if (timing::is_under(at->name, c.name)) continue;
+      at = &c;
+      deeper = true;
+      break;
+    }
+  }
+  return *at;
+}
+
 // Imports that failed in bad with an error good never had. A failure its importer handled
 // (an optional dependency's probe) is one severity level below one that propagated: the
 // one that stopped something ranks first.
@@ -113,6 +137,13 @@ void compare_failed(const Group& g, const Group& b, Findings& out) {
       f.story = f.module;
       f.process = role;
       f.order = b.pos_of(name);
+      // An import that only carried the error of one inside it is part of that one's
+      // story, which ranks first: the import where the error was raised is the cause.
+      const Import& origin = origin_of_failure(*x.first->p, im);
+      if (&origin != &im) {
+        f.story = origin.name.str();
+        f.order = b.pos_of(origin.name) + 1;
+      }
       f.test = im.test;
       f.summary = "import " + f.module + " failed: " + im.error_text() +
                   (by_importer ? " (handled by its importer)" : "");
@@ -188,12 +219,41 @@ void fold_reporting_imports(const std::vector<std::string_view>& bad_only,
   out.add(std::move(f));
 }
 
+// A module sat under `name` in `run` though no import of it ran find-and-load there
+// (importlib.util.LazyLoader, lazy_loader.load, a module made and assigned by hand): it was
+// not missing there, and the comparison of the key's history tells how it got there.
+bool module_sat_under(const Group& run, std::string_view name) {
+  Group::KeyUnion scratch;
+  const Group::KeyUnion* k = run.find_key(name, scratch);
+  if (!k) return false;
+  bool found = false;
+  k->each([&](const Group::KeyRep& r) {
+    for (const auto& e : r.history->entries)
+      found |= e.object && e.object->present && (e.object->is_plain_module() || e.object->is_module_subclass());
+  });
+  return found;
+}
+
+// The program stopped at a failed import: it exited with an error status after an import
+// whose failure nothing caught (import_time.h: nothing on its thread imported anything
+// afterwards). What the good run imported after that point was never reached.
+bool stopped_by_failed_import(const Process& p) {
+  if (p.end.how != model::ProcessEnd::How::Exit || p.end.status == 0) return false;
+  bool failed = false;
+  for (const auto& im : p.imports) failed |= !im.ok && im.parent_pos < 0;
+  if (!failed) return false;
+  const std::vector<timing::Fate> fate = timing::classify_failures(p);
+  for (size_t i = 0; i < p.imports.size(); ++i)
+    if (!p.imports[i].ok && p.imports[i].parent_pos < 0 && fate[i] == timing::Fate::Propagated) return true;
+  return false;
+}
+
 }  // namespace
 
 Reach reach_of_cut_short(const Group& g, const Group& b) {
   Reach r;
   bool cut = false;
-  for (const ProcFacts* p : b.procs) cut |= model::ended_abnormally(p->p->end);
+  for (const ProcFacts* p : b.procs) cut |= model::ended_abnormally(p->p->end) || stopped_by_failed_import(*p->p);
   if (!cut) return r;
   r.pos = 0;
   const ModFacts* last = nullptr;
@@ -230,6 +290,12 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
       std::string_view name = from.mods->key(i);
       const ModFacts* o = other.mod(name);
       if (o && (o->ok_facts || !o->failed.empty())) continue;  // import_failed tells that story
+      if (module_sat_under(other, name)) continue;            // sys_modules_replaced tells it
+      // The other run imported it in a process this run has no counterpart for (serial
+      // against `-n 2`: the xdist workers import the tests): not missing from that run.
+      bool elsewhere = false;
+      for (const Group* sib : other.unpaired_siblings) elsewhere |= sib->ok(name);
+      if (elsewhere) continue;
       if (!in_bad && (from.mods->value(i).pos > reach.pos || reach.unfinished.count(name))) {
         unreached.push_back(name);
         continue;
@@ -292,7 +358,7 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
   if (unreached.size() > 20) list += ", ... (" + std::to_string(unreached.size() - 20) + " more)";
   f.summary = "not reached: " + std::to_string(unreached.size()) +
               " module(s) the good run imported after the point where the bad process ended abnormally "
-              "(or was still importing there)";
+              "or stopped at a failed import (or was still importing there)";
   f.good = list;
   f.bad = "not reached";
   out.add(std::move(f));

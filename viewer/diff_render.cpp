@@ -449,7 +449,12 @@ RunsDiff diff_command_runs(const ParsedArgs& a) {
   RunsDiff d{&good, &bad, diff::diff_runs(good, bad, opts)};
   d.result.good.paths = {a.positional[0]};
   d.result.bad.paths = {a.positional[1]};
+  // The engine's own notes (processes cut to a common reach) after the loading warnings,
+  // on stderr as those are.
+  std::vector<std::string> own = std::move(d.result.input_warnings);
+  for (const auto& w : own) std::cerr << "imptrace: " << w << "\n";
   d.result.input_warnings = input_warnings();
+  d.result.input_warnings.insert(d.result.input_warnings.end(), own.begin(), own.end());
   return d;
 }
 

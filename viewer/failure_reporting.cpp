@@ -53,6 +53,9 @@ bool import_in_failure_reporting(const Process& p, const Import& im) {
   // Bounded by the number of imports: a parent always began before its child.
   for (size_t n = 0; x && n <= p.imports.size(); ++n) {
     if (reporting(x->importer) || reporting(x->trigger)) return true;
+    // The interpreter's own `import traceback` (no Python importer) to print an uncaught
+    // exception (3.13+), and what traceback imports in turn.
+    if (x->parent_pos < 0 && x->importer.empty() && x->trigger.empty() && x->name.str() == "traceback") return true;
     x = x->parent_pos >= 0 && static_cast<size_t>(x->parent_pos) < p.imports.size()
             ? &p.imports[static_cast<size_t>(x->parent_pos)] : nullptr;
   }

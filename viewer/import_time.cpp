@@ -2,9 +2,12 @@
 #include "import_time.h"
 
 #include <algorithm>
+#include <cstring>
 #include <unordered_map>
 
 #include "enum_names.h"
+#include "failure_reporting.h"
+#include "test_outcomes.h"
 
 namespace imptrace {
 namespace timing {
@@ -54,6 +57,55 @@ bool is_under(const std::string& name, const std::string& prefix) {
          (name.size() == prefix.size() || name[prefix.size()] == '.');
 }
 
+namespace {
+
+// Imported by a test runner's collector: pytest's import_path (test modules, conftest.py)
+// or unittest's loader.
+bool collector_import(const model::Import& im) {
+  const std::string& f = im.importer.file.str();
+  auto ends_with = [&](const char* tail) {
+    size_t n = strlen(tail);
+    return f.size() >= n && f.compare(f.size() - n, n, tail) == 0;
+  };
+  return (ends_with("_pytest/pathlib.py") && im.importer.function.str() == "import_path") ||
+         (ends_with("unittest/loader.py") && im.importer.function.str().find("_get_module_from_name") != std::string::npos);
+}
+
+// The first thing `im`'s thread did from Python code after `im` returned (an import or an
+// attribute lookup through a proxy or module __getattr__) ran inside failure reporting
+// (failure_reporting.h) for the same test. pytest.importorskip is left out: its Skipped
+// is a skip, not a failure.
+bool reported_as_failure(const model::Process& p, const model::Import& im) {
+  if (im.importer.file.str().find("_pytest/") != std::string::npos) return false;
+  const model::Import* next_import = nullptr;
+  for (const auto& o : p.imports)
+    if (o.thread == im.thread && o.begin_ns >= im.end_ns && !o.importer.empty() &&
+        (!next_import || o.begin_ns < next_import->begin_ns))
+      next_import = &o;
+  const model::ProxyAccess* next_access = nullptr;
+  for (const auto& a : p.proxy_accesses)
+    if (a.thread == im.thread && a.time_ns >= im.end_ns && (!next_access || a.time_ns < next_access->time_ns))
+      next_access = &a;
+  const std::string test = outcomes::node_id_of(im.test);
+  if (next_access && (!next_import || next_access->time_ns < next_import->begin_ns))
+    return outcomes::node_id_of(next_access->test) == test && model::in_failure_reporting(next_access->stack);
+  return next_import && outcomes::node_id_of(next_import->test) == test &&
+         model::import_in_failure_reporting(p, *next_import);
+}
+
+// `from P import X` where P has no attribute X: importlib's _handle_fromlist tries the
+// submodule P.X and swallows its ModuleNotFoundError, then the import statement raises
+// "cannot import name 'X' from 'P'". The enclosing import failed with that error, not with
+// this one.
+bool fromlist_probe(const model::Import& im, const model::Import& outer) {
+  size_t dot = im.name.rfind('.');
+  if (dot == std::string::npos || im.error_type.str() != "ModuleNotFoundError") return false;
+  const std::string said = "cannot import name '" + im.name.substr(dot + 1) + "' from '" + im.name.substr(0, dot) + "'";
+  return outer.error_message.str().compare(0, said.size(), said) == 0;
+}
+
+}  // namespace
+
 std::vector<Fate> classify_failures(const model::Process& p) {
   const size_t n = p.imports.size();
   // Per thread, when the last import asked for by Python code began. Imports without a
@@ -89,11 +141,26 @@ std::vector<Fate> classify_failures(const model::Process& p) {
       const auto& outer = p.imports[parent];
       if (outer.ok) fate[i] = Fate::Handled;
       else if (outer.name != im.name && is_under(outer.name, im.name)) fate[i] = fate[parent];
+      else if (fromlist_probe(im, outer)) fate[i] = Fate::Handled;
+      // The same error went on out of the enclosing import (urllib3.contrib.socks re-raises
+      // `import socks`'s ModuleNotFoundError): it ends where that one ends, handled by
+      // requests.adapters' try/except.
+      else if (outer.error_type == im.error_type && outer.error_message == im.error_message) fate[i] = fate[parent];
       else fate[i] = Fate::Propagated;
+      continue;
+    }
+    // A test module or conftest that pytest or unittest failed to import is reported as a
+    // collection error or a failing test: an error of the run, though the run goes on.
+    if (collector_import(im)) {
+      fate[i] = Fate::Propagated;
       continue;
     }
     auto it = last_begin.find(im.thread);
     bool went_on = it != last_begin.end() && it->second >= im.end_ns;
+    // Asked for by a test: pytest going on with the next test is not the test going on.
+    // When the next thing its thread did was the runner formatting this test's failure,
+    // the error left the test.
+    if (went_on && !im.test.empty() && reported_as_failure(p, im)) went_on = false;
     // Asked for by C code (an embedding host's PyImport_ImportModule, pybind11's
     // module_::import), which got the error back: the host went on when the interpreter's
     // lifetime ended by Py_FinalizeEx rather than with the program.

@@ -73,6 +73,13 @@ struct KeyEntry {
 
   // The test it got there in (nullptr: unknown).
   const Str* test() const;
+  // Put under `key` by the module's own import, as another module already under another
+  // name: the module made its name an alias (3.13's collections/abc.py puts
+  // _collections_abc there). The module's design, not a replacement.
+  bool alias_made_by_own_import(std::string_view key) const {
+    return change && !via_import && during && std::string_view(during->name.str()) == key && object->is_plain_module() &&
+           relation == Relation::SameAsKey;
+  }
   // Where the code that put it there was: the change's stack (innermost first), else empty.
   const std::vector<Location>* stack() const { return change ? &change->stack : nullptr; }
 };

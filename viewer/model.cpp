@@ -61,6 +61,12 @@ bool ended_abnormally(const ProcessEnd& e) {
   return e.how == ProcessEnd::How::None || e.how == ProcessEnd::How::Signal;
 }
 
+bool shadowed_by_own_attribute(const Binding& b) {
+  const ObjectRef& v = b.attribute_value;
+  return b.status == BindingStatus::Mismatch && v.present && !v.is_plain_module() && !v.is_module_subclass() &&
+         !v.is_proxy() && v.type != "NoneType";
+}
+
 const char* binding_status_name(BindingStatus s) {
   static constexpr const char* kNames[] = {"bound", "missing", "mismatch", "on_proxy"};
   return name_of<BindingStatus::OnProxy>(kNames, s, "mismatch");

@@ -351,6 +351,11 @@ std::string end_text(const ProcessEnd& e);
 // The process did not finish on its own: a fatal signal, or no end record at all. An exit
 // with a non-zero status is an ending the program chose (a failing test run), not this.
 bool ended_abnormally(const ProcessEnd& e);
+// A mismatch where the parent's attribute holds a plain object (function, class, value)
+// of its own rather than a module or proxy: the package bound its own name over its
+// submodule's (`from .quantize import quantize`, lazy_loader.attach's some_func). Normal
+// Python, and seen only when a later import of the submodule checks the binding again.
+bool shadowed_by_own_attribute(const Binding& b);
 
 // One lifetime of the main interpreter (Py_Initialize* ... Py_FinalizeEx): an embedding
 // host may finalise Python and initialise it again. Numbered from 1; sys.modules, modules

@@ -17,6 +17,18 @@ bool is_module(const ObjectRef& o) { return o.present && (o.flags & (kPlainModul
 
 bool is_import_blocker(const ObjectRef& o) { return o.present && o.type == "NoneType"; }
 
+bool import_system_probe(const Process& p, const ProxyAccess& a) {
+  if (a.ok || a.error_type.str() != "AttributeError" || !a.proxy.present || a.proxy.name.empty()) return false;
+  const std::string child = a.proxy.name.str() + "." + a.attribute.str();
+  const Import* next = nullptr;
+  for (const auto& im : p.imports) {
+    if (im.thread != a.thread) continue;
+    if (im.name.str() == child && im.begin_ns <= a.time_ns && a.time_ns <= im.end_ns) return true;
+    if (im.begin_ns >= a.time_ns && (!next || im.begin_ns < next->begin_ns)) next = &im;
+  }
+  return next && next->name.str() == child;
+}
+
 void decide_proxies(Process& p) {
   // Classes the trace describes: does each forward by construction (a module type that
   // overrides attribute lookup)?
@@ -32,6 +44,17 @@ void decide_proxies(Process& p) {
         (a.ok && is_module(a.result) && a.result.id != a.proxy.id))
       forwarded.insert(a.proxy.id);
   }
+  // Objects that sat under a key. The tracer marks every non-module object it describes,
+  // attribute values included (the function a package binds over its submodule's name, a
+  // lookup's result); a proxy is something under a key, so an object never there, and not
+  // seen forwarding, is none whatever its class.
+  std::unordered_set<uint64_t> under_key;
+  for (const auto& im : p.imports)
+    if (im.object.present) under_key.insert(im.object.id);
+  for (const auto& c : p.modules_changes) {
+    if (c.old_object.present) under_key.insert(c.old_object.id);
+    if (c.new_object.present) under_key.insert(c.new_object.id);
+  }
   auto decide = [&](ObjectRef& o) {
     if (!o.present || !(o.flags & kProxy)) return;
     bool proxy;
@@ -39,6 +62,8 @@ void decide_proxies(Process& p) {
       proxy = false;
     } else if (forwarded.count(o.id)) {
       proxy = true;
+    } else if (!under_key.count(o.id)) {
+      proxy = false;
     } else {
       auto c = module_forwarding_class.find(o.type.str());
       proxy = c == module_forwarding_class.end() ? true : c->second;

@@ -20,6 +20,12 @@ namespace model {
 // True for the None that blocks an import of its key (type NoneType).
 bool is_import_blocker(const ObjectRef& o);
 
+// A failed lookup of X on module P that the import system made for P.X and then got past:
+// _handle_fromlist's hasattr() before it imports P.X (the next import its thread began), or
+// `from P import X` inside P.X's own import, whose getattr fails before the fallback to
+// sys.modules['P.X'] (numpy.array_api's `from numpy import array_api`). Normal Python.
+bool import_system_probe(const Process& p, const ProxyAccess& a);
+
 // Rewrites the PROXY bit (4) of every ObjectRef in `p` to the viewer's decision above.
 // A candidate whose class the trace does not describe (a trace written with proxy
 // instrumentation off) keeps the tracer's mark: nothing else is known about it.

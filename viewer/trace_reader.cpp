@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <tuple>
 
 #include "bundle.h"
 #include "byte_source.h"
@@ -82,6 +83,46 @@ bool read_bundle(const std::string& path, const std::string& only_run, std::vect
     return false;
   }
   return true;
+}
+
+}  // namespace
+
+namespace {
+
+// A copy of a trace is not another process: `gzip -k` leaves x.pb beside x.pb.gz, an
+// artifact copied twice leaves two names. Files of one process (the same pid started at
+// the same instant) are read once: the copy with the most records, the first name among
+// equals. Only among the processes of one directory, from `from` on.
+void drop_copies_of_one_process(std::vector<model::Process>& procs, size_t from, std::vector<std::string>& warnings) {
+  auto records = [](const model::Process& p) {
+    return p.imports.size() + p.modules_changes.size() + p.bindings.size() + p.proxy_accesses.size();
+  };
+  std::map<std::tuple<int64_t, int64_t, uint64_t>, size_t> first;
+  std::vector<bool> drop(procs.size(), false);
+  for (size_t i = from; i < procs.size(); ++i) {
+    const model::Process& p = procs[i];
+    if (!p.start_time_unix_ns || !p.pid) continue;
+    auto [it, fresh] = first.emplace(std::make_tuple(p.pid, p.start_time_unix_ns, p.start_monotonic_ns), i);
+    if (fresh) continue;
+    size_t kept = it->second;
+    if (records(p) > records(procs[kept])) {
+      drop[kept] = true;
+      it->second = i;
+      warnings.push_back(procs[kept].source_file + ": the same process (pid " + std::to_string(p.pid) + ") as " +
+                         p.source_file + ", which holds more of it; counted once");
+    } else {
+      drop[i] = true;
+      warnings.push_back(p.source_file + ": the same process (pid " + std::to_string(p.pid) + ") as " +
+                         procs[kept].source_file + "; counted once");
+    }
+  }
+  size_t w = from;
+  for (size_t i = from; i < procs.size(); ++i)
+    if (!drop[i]) {
+      if (w != i) procs[w] = std::move(procs[i]);
+      ++w;
+    }
+  procs.resize(w);
 }
 
 }  // namespace
@@ -161,6 +202,7 @@ bool load_traces(const std::vector<std::string>& paths, std::vector<model::Proce
       if (!load_one(f.path, true)) return false;
     }
     if (out.size() == before) { error = path + ": no readable trace file in this directory"; return false; }
+    drop_copies_of_one_process(out, before, warnings);
   }
   return true;
 }

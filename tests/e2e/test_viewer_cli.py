@@ -30,6 +30,23 @@ def test_missing_empty_garbage(tmp_path):
         assert len(r.stderr.strip().splitlines()) >= 1 and "Traceback" not in r.stderr
 
 
+def test_fifo_named_as_a_trace_is_refused_not_waited_on(good_trace, tmp_path):
+    # Opening a FIFO for reading waits for a writer: the viewer must say what it is instead.
+    fifo = tmp_path / "pipe.pb"
+    os.mkfifo(str(fifo))
+    for args in (["show", str(fifo)], ["diff", str(fifo), good_trace],
+                 ["pack", str(fifo), "-o", str(tmp_path / "b.tar.gz")]):
+        r = subprocess.run([VIEWER] + args, capture_output=True, text=True, timeout=20)
+        assert r.returncode == 2 and "not a regular file" in r.stderr, (args, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_why_of_no_module_name_is_a_usage_error(good_trace):
+    for name in ("", ".json", "json.", "a..b"):
+        r = call("why", good_trace, name)
+        assert r.returncode == 2 and "needs a module name" in r.stderr, (name, r.returncode, r.stderr)
+
+
 def test_truncated_trace_reads_prefix(good_trace, tmp_path):
     data = open(good_trace, "rb").read()
     cut = tmp_path / "cut.pb"

@@ -1,0 +1,286 @@
+"""Debian's real packages on /usr/bin/python3: the stories and the diff must be true on
+code nobody wrote for imptrace (lazy_loader's attach, six.moves, pytest's own plugins, a
+broken package put first on PYTHONPATH)."""
+import glob
+import json
+import os
+import subprocess
+
+import pytest
+
+from e2e_util import run, viewer, why
+
+PY = "/usr/bin/python3"
+
+
+def needs(*modules):
+    r = run([PY, "-c", "import " + ", ".join(modules)], traced=False)
+    if r.returncode != 0:
+        pytest.skip("needs Debian's %s: %s" % (", ".join(modules), r.stderr.strip()[-200:]))
+
+
+def traced(cmd, outdir, env=None, cwd=None):
+    r = run(cmd, traced=True, outdir=str(outdir), env=env, cwd=cwd)
+    assert any(n.endswith(".pb") for n in os.listdir(str(outdir))), r.stderr
+    return r
+
+
+def test_function_bound_over_its_submodule_is_no_proxy(tmp_path):
+    # lazy_loader.attach binds the function some_func over the submodule some_func it came
+    # from: a true mismatch of the binding, but a function is no proxy.
+    needs("lazy_loader")
+    # The second import_module finds the submodule loaded (3.11 still runs find-and-load)
+    # and the binding is checked again: the package's attribute is the function then.
+    traced([PY, "-c", "import importlib; from lazy_loader.tests import fake_pkg; fake_pkg.some_func; "
+                      "importlib.import_module('lazy_loader.tests.fake_pkg.some_func')"], tmp_path / "t")
+    story = why([str(tmp_path / "t")], "lazy_loader.tests.fake_pkg")
+    values = [c for c in story["children"] if c["name"] == "some_func"]
+    assert values, story["children"]
+    text = viewer("why", str(tmp_path / "t"), "lazy_loader.tests.fake_pkg").stdout
+    assert "mismatch (attribute holds function (obj:" in text, text
+    assert "function [proxy]" not in text, text
+    # lazy_loader.attach's __getattr__ is the package's own (PEP 562): no proxy either.
+    assert "Attribute lookups through the module __getattr__ (PEP 562) for" in text, text
+    assert "through proxies" not in text, text
+    assert "function [proxy]" not in viewer("show", str(tmp_path / "t")).stdout
+
+
+SUITE_A = '''
+from six.moves import urllib
+
+def test_six():
+    assert urllib.parse.quote("a b") == "a%20b"
+
+def test_yaml():
+    import yaml
+    assert yaml.safe_load("a: 1") == {"a": 1}
+'''
+
+
+def test_broken_package_on_pythonpath_is_the_failed_import_first(tmp_path):
+    # A package first on PYTHONPATH that raises ImportError, imported inside a test: the
+    # import failed and the error left the test (pytest reported the failure). importlib's
+    # own removal of the half-made module is part of that import, not a sys.modules
+    # replacement of its own.
+    needs("yaml", "six", "pytest")
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "test_a.py").write_text(SUITE_A)
+    shim = tmp_path / "shim" / "yaml"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text('raise ImportError("yaml shim: broken build")\n')
+    cmd = [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite)]
+    g = traced(cmd, tmp_path / "good", cwd=str(tmp_path))
+    assert g.returncode == 0, g.stdout
+    b = traced(cmd, tmp_path / "bad", env={"PYTHONPATH": str(tmp_path / "shim")}, cwd=str(tmp_path))
+    assert b.returncode == 1 and "1 failed" in b.stdout, b.stdout
+    r = viewer("diff", str(tmp_path / "good"), str(tmp_path / "bad"), "--format", "json")
+    assert r.returncode == 1, r.stderr
+    findings = json.loads(r.stdout)["findings"]
+    first = findings[0]
+    assert (first["kind"], first["module"], first["severity"]) == ("import_failed", "yaml", "error"), first
+    assert "yaml shim: broken build" in first["summary"] and "handled" not in first["summary"], first
+    replaced = [f for f in findings for f in [f] + f.get("related", []) if f["kind"] == "sys_modules_replaced"]
+    assert not replaced, replaced
+    shown = viewer("show", str(tmp_path / "bad")).stdout
+    assert "failed imports that propagated" in shown and "yaml: ImportError: yaml shim" in shown, shown
+
+
+CUT_SHORT = '''
+import os, signal, json
+if os.environ["CUT"] == "early":
+    os.kill(os.getpid(), signal.SIGKILL)
+import six, yaml
+os.kill(os.getpid(), signal.SIGKILL)
+'''
+
+
+def test_processes_cut_short_in_both_runs_meet_where_the_earlier_stopped(tmp_path):
+    # multiprocessing.Pool.terminate() SIGTERMs its workers wherever they are: the same
+    # worker stops at another import in each run. The good one stopping earlier is no
+    # module_added in the bad one.
+    needs("six", "yaml")
+    (tmp_path / "cut.py").write_text(CUT_SHORT)
+    for side, cut in (("good", "early"), ("bad", "late")):
+        r = traced([PY, "cut.py"], tmp_path / side, env={"CUT": cut}, cwd=str(tmp_path))
+        assert r.returncode == -9, r.stderr
+    r = viewer("diff", str(tmp_path / "good"), str(tmp_path / "bad"), "--format", "json")
+    assert r.returncode == 0, r.stdout
+    d = json.loads(r.stdout)
+    assert not [f for f in d["findings"] if f["severity"] != "info"], d["findings"]
+    assert any("cut short in both runs" in w for w in d["warnings"]), d["warnings"]
+    assert "cut short in both runs" in r.stderr, r.stderr
+    # The other way round, the cut-short bad process is compared up to where it stopped.
+    r = viewer("diff", str(tmp_path / "bad"), str(tmp_path / "good"))
+    assert r.returncode == 0, r.stdout
+
+
+def test_from_import_of_a_missing_name_is_one_propagated_failure(tmp_path):
+    # `from six.moves import nonexistent_thing`: importlib tries the submodule
+    # six.moves.nonexistent_thing and swallows its ModuleNotFoundError; the statement then
+    # raises "cannot import name". Only the latter left helper.
+    needs("six")
+    (tmp_path / "helper.py").write_text("import six\nfrom six.moves import nonexistent_thing\n")
+    r = traced([PY, "-c", "import helper"], tmp_path / "t", cwd=str(tmp_path))
+    assert "cannot import name 'nonexistent_thing'" in r.stderr, r.stderr
+    shown = viewer("show", str(tmp_path / "t")).stdout
+    propagated = shown.split("failed imports that propagated", 1)[1].split("failed imports handled", 1)[0]
+    assert "helper: ImportError: cannot import name 'nonexistent_thing' from 'six.moves'" in propagated, shown
+    assert "six.moves.nonexistent_thing" not in propagated, shown
+
+
+def test_module_loaded_by_lazy_loader_is_no_missing_module(tmp_path):
+    # lazy_loader.load("yaml") puts an importlib.util.LazyLoader module under the key by
+    # assignment and runs yaml at first use, without find-and-load for yaml itself: yaml
+    # was not missing from the bad run, it got there another way, which the key's story
+    # tells (found with lazy_loader's own tests in reverse order).
+    needs("lazy_loader", "yaml")
+    (tmp_path / "use.py").write_text(
+        "import os, lazy_loader\n"
+        "yaml = lazy_loader.load('yaml') if os.environ['HOW'] == 'lazy' else __import__('yaml')\n"
+        "assert yaml.safe_load('a: 1') == {'a': 1}\n")
+    traced([PY, "use.py"], tmp_path / "good", env={"HOW": "import"}, cwd=str(tmp_path))
+    traced([PY, "use.py"], tmp_path / "bad", env={"HOW": "lazy"}, cwd=str(tmp_path))
+    r = viewer("diff", str(tmp_path / "good"), str(tmp_path / "bad"), "--format", "json")
+    findings = json.loads(r.stdout)["findings"]
+    first = findings[0]
+    assert (first["kind"], first["module"]) == ("sys_modules_replaced", "yaml"), findings
+    assert first["where"][0]["file"] == "lazy_loader/__init__.py", first
+    missing = [f for f in findings if f["kind"] in ("module_missing", "module_added") and f["module"] == "yaml"]
+    assert not missing, missing
+
+
+def test_a_copy_of_a_trace_is_not_a_second_process(tmp_path):
+    # `gzip -k` beside the original, or an artifact copied twice: one process, read once.
+    needs("six")
+    traced([PY, "-c", "import six.moves.urllib.parse"], tmp_path / "run")
+    (pb,) = [n for n in os.listdir(str(tmp_path / "run"))]
+    subprocess.run(["gzip", "-k", str(tmp_path / "run" / pb)], check=True)
+    r = viewer("show", str(tmp_path / "run"))
+    assert r.stdout.startswith("1 process\n"), r.stdout
+    assert "the same process (pid" in r.stderr and "counted once" in r.stderr, r.stderr
+    traced([PY, "-c", "import six.moves.urllib.parse"], tmp_path / "again")
+    r = viewer("diff", str(tmp_path / "again"), str(tmp_path / "run"))
+    assert r.returncode == 0 and "good 1 process" in r.stdout and "bad 1 process" in r.stdout, r.stdout
+
+
+def test_failure_reraised_by_its_importer_and_then_handled_is_handled(tmp_path):
+    # requests.adapters: `try: from urllib3.contrib.socks import ... except ImportError`;
+    # urllib3.contrib.socks warns and re-raises `import socks`'s error. Both failures end
+    # in requests' except clause: the program went on, nothing propagated.
+    needs("requests")
+    if run([PY, "-c", "import socks"], traced=False).returncode == 0:
+        pytest.skip("PySocks is installed here: urllib3.contrib.socks imports fine")
+    r = traced([PY, "-W", "ignore", "-c", "import requests"], tmp_path / "t")
+    assert r.returncode == 0, r.stderr
+    shown = viewer("show", str(tmp_path / "t")).stdout
+    assert "failed imports that propagated" not in shown, shown
+    tree = viewer("tree", str(tmp_path / "t"), "--under", "urllib3.contrib.socks").stdout
+    assert "socks" in tree and "propagated" not in tree, tree
+
+
+def test_package_name_over_its_submodule_is_no_binding_error(tmp_path):
+    # lazy_loader.attach binds the function some_func over the submodule some_func (as
+    # `from .quantize import quantize` does in torch.ao.quantization). The binding is looked
+    # at again only when the submodule is imported again: a run that did so is no error
+    # against one that did not.
+    needs("lazy_loader")
+    base = "import importlib; from lazy_loader.tests import fake_pkg; fake_pkg.some_func"
+    traced([PY, "-c", base], tmp_path / "good")
+    traced([PY, "-c", base + "; importlib.import_module('lazy_loader.tests.fake_pkg.some_func')"], tmp_path / "bad")
+    r = viewer("diff", str(tmp_path / "good"), str(tmp_path / "bad"), "--format", "json")
+    assert r.returncode == 0, r.stdout
+    findings = json.loads(r.stdout)["findings"]
+    mismatch = [f for f in findings if f["kind"] == "binding_mismatch"]
+    assert mismatch and all(f["severity"] == "info" for f in mismatch), findings
+    shown = viewer("show", str(tmp_path / "bad")).stdout
+    assert "not bound on its parent" not in shown, shown
+    assert "submodule names the package bound to its own attribute: 1" in shown, shown
+
+
+def test_circular_import_names_the_import_that_raised_first(tmp_path):
+    # pkg -> pkg.a -> pkg.b -> `from .a import A` while pkg.a is half made: the error is
+    # raised in pkg.b and carried out through pkg.a and pkg. One story, pkg.b first.
+    for side, a, b in (("good", "A = 1\nfrom .b import B\n", "import json\nB = 2\n"),
+                       ("bad", "from .b import B\nA = 1\n", "import json\nfrom .a import A\nB = 2\n")):
+        pkg = tmp_path / side / "pkg"
+        pkg.mkdir(parents=True)
+        (pkg / "__init__.py").write_text("from .a import A\n")
+        (pkg / "a.py").write_text(a)
+        (pkg / "b.py").write_text(b)
+        traced([PY, "-c", "import pkg"], tmp_path / (side + "-run"), env={"PYTHONPATH": str(tmp_path / side)})
+    r = viewer("diff", str(tmp_path / "good-run"), str(tmp_path / "bad-run"), "--format", "json")
+    findings = json.loads(r.stdout)["findings"]
+    first = findings[0]
+    assert (first["kind"], first["module"]) == ("import_failed", "pkg.b"), findings
+    assert "partially initialized module 'pkg.a'" in first["summary"], first
+    assert first["where"][0]["file"] == "pkg/a.py", first
+    assert sorted(f["module"] for f in first["related"]) == ["pkg", "pkg.a"], first
+
+
+def test_serial_against_xdist_misses_nothing_the_workers_imported(tmp_path):
+    # The same suite serially and with `-n 2`: under xdist the workers import the tests
+    # and what they use, not pytest's main process. six and yaml are not missing from the
+    # xdist run.
+    needs("yaml", "six", "xdist")
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "test_a.py").write_text(SUITE_A)
+    cmd = [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite)]
+    traced(cmd, tmp_path / "serial", cwd=str(tmp_path))
+    traced(cmd + ["-p", "xdist", "-n", "2"], tmp_path / "xdist", cwd=str(tmp_path))
+    r = viewer("diff", str(tmp_path / "serial"), str(tmp_path / "xdist"), "--format", "json")
+    findings = json.loads(r.stdout)["findings"]
+    missing = [f for f in findings if f["kind"] == "module_missing"]
+    assert not missing, missing
+
+
+def test_uncaught_exception_on_313_is_no_collections_abc_replacement(tmp_path):
+    # 3.13 imports traceback to print an uncaught exception; traceback imports
+    # collections.abc, whose module puts _collections_abc under its own name. Neither the
+    # interpreter's reporting nor that alias is a cause against a run that did not fail.
+    found = sorted(glob.glob("/root/.pyenv/versions/3.13*/bin/python"))
+    if not found:
+        pytest.skip("no pyenv CPython 3.13 here")
+    traced([found[0], "-c", "import json"], tmp_path / "good")
+    r = traced([found[0], "-c", "import json; 1/0"], tmp_path / "bad")
+    assert "ZeroDivisionError" in r.stderr, r.stderr
+    r = viewer("diff", str(tmp_path / "good"), str(tmp_path / "bad"), "--format", "json")
+    loud = [f for f in json.loads(r.stdout)["findings"] if f["severity"] != "info"]
+    assert r.returncode == 0 and not loud, loud
+    shown = viewer("show", str(tmp_path / "bad")).stdout
+    assert "collections.abc" not in shown, shown
+
+
+def test_test_module_failing_at_collection_is_an_error_from_where_it_was_raised(tmp_path):
+    # test_x.py imports helper, which `from six.moves import`s a name six.moves lacks in
+    # the bad run: pytest reports a collection error (not a handled import), and the story
+    # starts at helper, which raised it, with test_x carrying it.
+    needs("six", "pytest")
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "test_x.py").write_text("import helper\n\ndef test_x():\n    assert helper.VALUE == 1\n")
+    for side, text in (("good", "import six\nVALUE = 1\n"),
+                       ("bad", "import six\nfrom six.moves import nonexistent_thing\nVALUE = 1\n")):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "helper.py").write_text(text)
+        traced([PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite)], tmp_path / (side + "-run"),
+               env={"PYTHONPATH": str(tmp_path / side)}, cwd=str(tmp_path))
+    r = viewer("diff", str(tmp_path / "good-run"), str(tmp_path / "bad-run"), "--format", "json")
+    findings = json.loads(r.stdout)["findings"]
+    first = findings[0]
+    assert (first["kind"], first["module"], first["severity"]) == ("import_failed", "helper", "error"), findings
+    assert [f["module"] for f in first["related"] if f["kind"] == "import_failed"] == ["test_x"], first
+    assert "handled" not in first["related"][0]["summary"], first
+
+
+def test_import_systems_own_lookups_through_numpy_getattr_are_no_anomaly(tmp_path):
+    # `import numpy.array_api`: its _array_object.py does `from numpy import array_api`
+    # while numpy.array_api is still being imported. numpy's __getattr__ answers the
+    # import system's hasattr() in _handle_fromlist and the statement's getattr with
+    # AttributeError, and the import system then takes sys.modules['numpy.array_api']:
+    # normal Python, no failed lookup worth a look.
+    needs("numpy.array_api")
+    traced([PY, "-W", "ignore", "-c", "import numpy.array_api"], tmp_path / "t")
+    shown = viewer("show", str(tmp_path / "t")).stdout
+    assert ".array_api on module 'numpy'" not in shown and "\n  anomalies:" not in shown, shown
