@@ -13,7 +13,14 @@ namespace diff {
 void compare_ends(const ProcFacts* good, const ProcFacts& bad, Findings& out) {
   const model::ProcessEnd& be = bad.p->end;
   if (!model::ended_abnormally(be)) return;
-  if (good && model::ended_abnormally(good->p->end)) return;  // both cut short: no difference
+  if (good && model::ended_abnormally(good->p->end)) {
+    // Both cut short the same way is no difference (a pool's workers are SIGTERMed wherever
+    // they stand). Two different fatal signals are: a worker that crashed where the other
+    // run's was terminated. No end record on one side tells nothing to compare.
+    const model::ProcessEnd& ge = good->p->end;
+    using How = model::ProcessEnd::How;
+    if (!(be.how == How::Signal && ge.how == How::Signal && be.signal != ge.signal)) return;
+  }
   // Ranked by its kind, first; among several, the earliest process of the bad run first.
   Finding f = new_finding(Kind::ProcessEndedAbnormally, Severity::Error, "", bad.role,
                           static_cast<uint64_t>(bad.index));
@@ -69,7 +76,7 @@ void cut_at(model::Process& p, uint64_t t) {
   cut(p.sys_paths);
   cut(p.lazy_declared);
   cut(p.lazy_resolved);
-  p.end = model::ProcessEnd();  // no end record, as the other side
+  // The end is kept: how the process was cut short (its signal) is compared on its own.
 }
 
 }  // namespace

@@ -116,6 +116,22 @@ TEST(ProcessEnd, NonZeroExitOrBothCutShortIsNoAbnormalEnd) {
   for (const Finding* f : all(r)) EXPECT_NE(f->kind, "process_ended_abnormally") << dump(r);
 }
 
+TEST(ProcessEnd, BothCutShortByDifferentSignalsIsAnAbnormalEnd) {
+  // A worker that crashed where the other run's was terminated (both have end records).
+  std::vector<model::Process> good{run_of({"os", "json", "csv", "decimal"}, End::SIGNAL, 0, 15)};
+  std::vector<model::Process> crashed{run_of({"os", "json"}, End::SIGNAL, 0, 11, 2000)};
+  diff::Result r = diff::diff_runs(good, crashed);
+  ASSERT_FALSE(r.findings.empty()) << dump(r);
+  EXPECT_EQ(r.findings[0].kind, "process_ended_abnormally") << dump(r);
+  EXPECT_NE(r.findings[0].summary.find("SIGSEGV"), std::string::npos) << r.findings[0].summary;
+  EXPECT_NE(r.findings[0].good.find("SIGTERM"), std::string::npos) << r.findings[0].good;
+  // Terminated the same way at different points: no abnormal end to report.
+  std::vector<model::Process> terminated{run_of({"os", "json"}, End::SIGNAL, 0, 15, 2000)};
+  diff::Result same = diff::diff_runs(good, terminated);
+  for (const Finding* f : all(same)) EXPECT_NE(f->kind, "process_ended_abnormally") << dump(same);
+  EXPECT_EQ(same.exit_status(), 0) << dump(same);
+}
+
 // pytest run serially against pytest -n 2: the tests (and the replacement) happen in the
 // workers of one run and in the main process of the other.
 std::vector<model::Process> xdist_run(bool bad) {
