@@ -284,3 +284,53 @@ def test_import_systems_own_lookups_through_numpy_getattr_are_no_anomaly(tmp_pat
     traced([PY, "-W", "ignore", "-c", "import numpy.array_api"], tmp_path / "t")
     shown = viewer("show", str(tmp_path / "t")).stdout
     assert ".array_api on module 'numpy'" not in shown and "\n  anomalies:" not in shown, shown
+
+
+BLOCKED_LAST = '''
+import sys
+from unittest import mock
+with mock.patch.dict(sys.modules, {"json": None}):
+    try:
+        import json.decoder
+    except ImportError:
+        pass
+'''
+
+
+def test_last_import_of_a_program_that_exited_0_was_handled(tmp_path):
+    # The program's last import fails and its try/except goes on to a clean exit: nothing
+    # is imported after it, but an error that left the main thread's code would have ended
+    # the program with status 1. The blocking None under 'json' is mock's, and mock put the
+    # module back.
+    (tmp_path / "story.py").write_text(BLOCKED_LAST)
+    r = traced([PY, "story.py"], tmp_path / "t", cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    shown = viewer("show", str(tmp_path / "t")).stdout
+    assert "failed imports that propagated" not in shown, shown
+    handled = viewer("show", "--all", str(tmp_path / "t")).stdout.split("failed imports handled by their importer")
+    assert len(handled) == 2 and "\n    json" in handled[1] and "imported at story.py:6" in handled[1], shown
+
+
+SPAWNED = '''
+import multiprocessing as mp
+
+def work():
+    import json
+
+if __name__ == "__main__":
+    p = mp.get_context("spawn").Process(target=work)
+    p.start()
+    p.join()
+'''
+
+
+def test_spawned_childs_main_module_is_no_replacement(tmp_path):
+    # A spawn (or forkserver) child runs the parent's script under '__mp_main__' with
+    # runpy and makes it '__main__' too: how multiprocessing runs a main module.
+    (tmp_path / "story.py").write_text(SPAWNED)
+    r = traced([PY, "story.py"], tmp_path / "t", cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    shown = viewer("show", str(tmp_path / "t")).stdout
+    assert shown.startswith("3 processes\n"), shown
+    assert "replaced by non-import code" not in shown and "\n  anomalies:" not in shown, shown
+    assert "main module swapped in by runpy or multiprocessing: " in shown, shown
