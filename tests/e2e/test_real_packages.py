@@ -334,3 +334,41 @@ def test_spawned_childs_main_module_is_no_replacement(tmp_path):
     assert shown.startswith("3 processes\n"), shown
     assert "replaced by non-import code" not in shown and "\n  anomalies:" not in shown, shown
     assert "main module swapped in by runpy or multiprocessing: " in shown, shown
+
+
+MODE_SUITE = '''
+import sys, types
+from unittest import mock
+
+def test_setitem(monkeypatch):
+    monkeypatch.setitem(sys.modules, "fake_mod", types.ModuleType("fake_mod"))
+    import fake_mod
+
+def test_patch_dict():
+    with mock.patch.dict(sys.modules, {"json": types.ModuleType("json")}):
+        import json
+    import json
+    assert json.dumps
+'''
+
+
+def test_pytest_import_modes_differ_only_in_layout(tmp_path):
+    # --import-mode=prepend names tests/test_a.py `test_a`; importlib names it
+    # `tests.test_a`, assigns it to sys.modules itself and imports the package `tests`. And
+    # mock.patch.dict(sys.modules) clears the dict and puts every module back: the keys
+    # held one object all along. One file under two names is the layout, not a cause.
+    needs("pytest")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text(MODE_SUITE)
+    (tmp_path / "tests" / "test_b.py").write_text("def test_b():\n    import decimal\n")
+    base = [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"]
+    for mode in ("prepend", "importlib"):
+        r = traced(base + ["--import-mode=" + mode], tmp_path / mode, cwd=str(tmp_path))
+        assert r.returncode == 0, r.stdout
+    for good, bad in (("prepend", "importlib"), ("importlib", "prepend")):
+        r = viewer("diff", str(tmp_path / good), str(tmp_path / bad), "--format", "json")
+        assert r.returncode == 0, r.stdout
+        findings = json.loads(r.stdout)["findings"]
+        assert all(f["severity"] == "info" for f in findings), findings
+        layout = [f for f in findings if "layout difference" in f["summary"]]
+        assert layout and any("test_a (as tests.test_a)" in f["summary"] for f in layout), findings
