@@ -121,16 +121,27 @@ std::vector<Anomaly> find_anomalies(const model::Process& p) {
     return in >= 0 && p.imports[in].name.str() == c.key.str() && other != imported_as.end() &&
            other->second != c.key.str();
   };
-  for (const auto& c : p.modules_changes) {
+  for (size_t i = 0; i < p.modules_changes.size(); ++i) {
+    const auto& c = p.modules_changes[i];
     if (c.by_import_system || c.op != model::ChangeOp::Set || !c.old_object.present ||
         !c.new_object.present || c.old_object.id == c.new_object.id || own_alias(c) ||
         main_module_swap(c))
       continue;
+    // The old object under the key again later (mock.patch.dict(sys.modules) and
+    // monkeypatch.setitem restore what they replaced): where it was put back.
+    std::string back;
+    for (size_t j = i + 1; j < p.modules_changes.size() && back.empty(); ++j) {
+      const auto& later = p.modules_changes[j];
+      if (later.key.str() != c.key.str() || later.op != model::ChangeOp::Set || !later.new_object.present) continue;
+      if (later.new_object.id != c.old_object.id) continue;
+      back = ", put back later";
+      if (!later.stack.empty()) back += " at " + format_location(rel(later.stack[0]));
+    }
     out.push_back({"sys_modules_replaced", c.key,
                    "sys.modules['" + c.key + "'] replaced by non-import code: " +
                        describe_object(c.old_object) + " -> " + describe_object(c.new_object) +
                        // Its place is then where that import ran, not where the write was.
-                       (c.precision == model::Precision::AtBoundary ? ", seen at the next import" : ""),
+                       (c.precision == model::Precision::AtBoundary ? ", seen at the next import" : "") + back,
                    c.stack.empty() ? model::Location() : rel(c.stack[0]), c.test});
   }
   // The key each proxy sat under, so a failed access through it leads to that key's story.

@@ -372,3 +372,20 @@ def test_pytest_import_modes_differ_only_in_layout(tmp_path):
         assert all(f["severity"] == "info" for f in findings), findings
         layout = [f for f in findings if "layout difference" in f["summary"]]
         assert layout and any("test_a (as tests.test_a)" in f["summary"] for f in layout), findings
+
+
+def test_module_blocked_and_put_back_by_mock_says_so(tmp_path):
+    # mock.patch.dict(sys.modules, {"json": None}) replaces json with None and puts the
+    # module back on exit: show says where it went back, why counts one module, not two.
+    (tmp_path / "story.py").write_text(
+        "import sys, json\nfrom unittest import mock\n"
+        "with mock.patch.dict(sys.modules, {'json': None}):\n    pass\n")
+    r = traced([PY, "story.py"], tmp_path / "t", cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    shown = viewer("show", str(tmp_path / "t")).stdout
+    line = [l for l in shown.splitlines() if "sys.modules['json'] replaced" in l]
+    assert len(line) == 1 and "None, blocking the import" in line[0], shown
+    assert ", put back later at unittest/mock.py:" in line[0] and "_unpatch_dict" in line[0], shown
+    story = viewer("why", str(tmp_path / "t"), "json").stdout
+    assert story.startswith("sys.modules['json']: 2 objects sat under this name in 3 entries"), story
+    assert story.count("the same object as entry #1, put back") == 1, story
