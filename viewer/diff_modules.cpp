@@ -255,23 +255,33 @@ std::string_view last_part(std::string_view name) {
 
 // The file of each module `from` imported that sat in `other` under another name with the
 // same last part (pytest's --import-mode=prepend names tests/test_a.py `test_a`, importlib
-// names it `tests.test_a`; a package's directory put on sys.path): name in `from` -> name
-// in `other`. One file, two names: the runs' layouts differ, no module is missing. The
-// files are compared relative to each run's sys.path (what a layout changes), one the
-// tail of the other, or whole.
+// names it `tests.test_a`): name in `from` -> name in `other`. One file, two names: the
+// runs' layouts differ, no module is missing. The same file is the same absolute path, or
+// the same path under each run's working directory (a checkout in another place); a file
+// outside the working directory elsewhere (a vendored copy in site-packages) is another.
 std::unordered_map<std::string_view, std::string> renamed_modules(const Group& from, const Group& other) {
-  std::unordered_map<std::string_view, std::vector<std::pair<std::string, std::string>>> by_last;
+  auto under_cwd = [](const std::string& file, const std::string& cwd) {
+    std::string dir = cwd;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    if (dir.size() < 2 || file.size() <= dir.size() + 1 || file.compare(0, dir.size(), dir) != 0 ||
+        file[dir.size()] != '/')
+      return std::string();
+    return file.substr(dir.size() + 1);
+  };
+  struct Where {
+    std::string key, absolute, in_cwd;
+  };
+  std::unordered_map<std::string_view, std::vector<Where>> by_last;
   other.each_key([&](std::string_view key, const Group::KeyUnion& k) {
     k.each([&](const Group::KeyRep& r) {
       for (const auto& e : r.history->entries)
         if (e.object && e.object->present && !e.object->file.empty() &&
-            (e.object->is_plain_module() || e.object->is_module_subclass()))
-          by_last[last_part(key)].emplace_back(std::string(key), (*r.proc->norm)(e.object->file.str()));
+            (e.object->is_plain_module() || e.object->is_module_subclass())) {
+          const std::string abs = clean_absolute(e.object->file.str());
+          by_last[last_part(key)].push_back({std::string(key), abs, under_cwd(abs, r.proc->p->cwd)});
+        }
     });
   });
-  auto tail_of = [](const std::string& a, const std::string& b) {  // a ends with "/" + b
-    return a.size() > b.size() && a.compare(a.size() - b.size(), b.size(), b) == 0 && a[a.size() - b.size() - 1] == '/';
-  };
   std::unordered_map<std::string_view, std::string> out;
   if (by_last.empty()) return out;
   for (size_t i = 0; i < from.mods->size(); ++i) {
@@ -280,10 +290,11 @@ std::unordered_map<std::string_view, std::string> renamed_modules(const Group& f
     std::string_view name = from.mods->key(i);
     auto c = by_last.find(last_part(name));
     if (c == by_last.end()) continue;
-    const std::string file = (*m.ok_process->norm)(m.ok_facts->first_ok->file.str());
-    for (const auto& kf : c->second)
-      if (kf.first != name && (kf.second == file || tail_of(kf.second, file) || tail_of(file, kf.second))) {
-        out.emplace(name, kf.first);
+    const std::string abs = clean_absolute(m.ok_facts->first_ok->file.str());
+    const std::string in_cwd = under_cwd(abs, m.ok_process->p->cwd);
+    for (const auto& w : c->second)
+      if (w.key != name && (w.absolute == abs || (!in_cwd.empty() && w.in_cwd == in_cwd))) {
+        out.emplace(name, w.key);
         break;
       }
   }

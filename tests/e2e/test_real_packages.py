@@ -389,3 +389,22 @@ def test_module_blocked_and_put_back_by_mock_says_so(tmp_path):
     story = viewer("why", str(tmp_path / "t"), "json").stdout
     assert story.startswith("sys.modules['json']: 2 objects sat under this name in 3 entries"), story
     assert story.count("the same object as entry #1, put back") == 1, story
+
+
+def test_a_vendored_copy_under_another_name_is_still_a_missing_module(tmp_path):
+    # Another file with the same last name part (a vendored copy outside the working
+    # directory) is not the same module under another name: mylib stays missing.
+    site = tmp_path / "site"
+    (site / "vend").mkdir(parents=True)
+    (site / "mylib.py").write_text("X = 1\n")
+    (site / "vend" / "__init__.py").write_text("")
+    (site / "vend" / "mylib.py").write_text("X = 1\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {"PYTHONPATH": str(site)}
+    traced([PY, "-c", "import mylib"], tmp_path / "good", env=env, cwd=str(work))
+    traced([PY, "-c", "import vend.mylib"], tmp_path / "bad", env=env, cwd=str(work))
+    r = viewer("diff", str(tmp_path / "good"), str(tmp_path / "bad"), "--format", "json")
+    findings = json.loads(r.stdout)["findings"]
+    missing = [f for f in findings if f["kind"] == "module_missing" and f["module"] == "mylib"]
+    assert r.returncode == 1 and missing and missing[0]["severity"] == "warning", findings
