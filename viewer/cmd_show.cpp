@@ -6,6 +6,7 @@
 // imports, children bound when their outer import finished, probes answered with
 // AttributeError, lookups during failure reporting) is counted apart, never an anomaly.
 #include <cstdint>
+#include <cstring>
 #include <iostream>
 #include <map>
 #include <set>
@@ -80,6 +81,25 @@ std::vector<bool> repeat_imports(const model::Process& p) {
   return out;
 }
 
+namespace {
+
+// runpy (`python -m`, run_path, run_module with alter_sys) and multiprocessing's spawn
+// and forkserver children put the module they run under '__main__' and '__mp_main__' and
+// swap it back: how Python runs a main module, not a replacement worth a look.
+bool main_module_swap(const model::ModulesChange& c) {
+  const std::string& key = c.key.str();
+  if ((key != "__main__" && key != "__mp_main__") || c.stack.empty()) return false;
+  const std::string& f = c.stack[0].file.str();
+  auto ends_with = [&](const char* tail) {
+    size_t n = strlen(tail);
+    return f.size() >= n && f.compare(f.size() - n, n, tail) == 0;
+  };
+  return f == "<frozen runpy>" || ends_with("/runpy.py") || f == "runpy.py" ||
+         ends_with("multiprocessing/spawn.py");
+}
+
+}  // namespace
+
 std::vector<Anomaly> find_anomalies(const model::Process& p) {
   const auto roots = p.sys_path_roots();
   auto rel = [&](const model::Location& loc) {
@@ -101,15 +121,27 @@ std::vector<Anomaly> find_anomalies(const model::Process& p) {
     return in >= 0 && p.imports[in].name.str() == c.key.str() && other != imported_as.end() &&
            other->second != c.key.str();
   };
-  for (const auto& c : p.modules_changes) {
+  for (size_t i = 0; i < p.modules_changes.size(); ++i) {
+    const auto& c = p.modules_changes[i];
     if (c.by_import_system || c.op != model::ChangeOp::Set || !c.old_object.present ||
-        !c.new_object.present || c.old_object.id == c.new_object.id || own_alias(c))
+        !c.new_object.present || c.old_object.id == c.new_object.id || own_alias(c) ||
+        main_module_swap(c))
       continue;
+    // The old object under the key again later (mock.patch.dict(sys.modules) and
+    // monkeypatch.setitem restore what they replaced): where it was put back.
+    std::string back;
+    for (size_t j = i + 1; j < p.modules_changes.size() && back.empty(); ++j) {
+      const auto& later = p.modules_changes[j];
+      if (later.key.str() != c.key.str() || later.op != model::ChangeOp::Set || !later.new_object.present) continue;
+      if (later.new_object.id != c.old_object.id) continue;
+      back = ", put back later";
+      if (!later.stack.empty()) back += " at " + format_location(rel(later.stack[0]));
+    }
     out.push_back({"sys_modules_replaced", c.key,
                    "sys.modules['" + c.key + "'] replaced by non-import code: " +
                        describe_object(c.old_object) + " -> " + describe_object(c.new_object) +
                        // Its place is then where that import ran, not where the write was.
-                       (c.precision == model::Precision::AtBoundary ? ", seen at the next import" : ""),
+                       (c.precision == model::Precision::AtBoundary ? ", seen at the next import" : "") + back,
                    c.stack.empty() ? model::Location() : rel(c.stack[0]), c.test});
   }
   // The key each proxy sat under, so a failed access through it leads to that key's story.
@@ -262,6 +294,7 @@ struct ProcessCounts {
   size_t shadowed = 0;           // ...and names the package rebound to its own attribute
   size_t failed_access = 0;      // failed proxy accesses worth a look...
   size_t expected_failures = 0;  // ...and those normal Python makes
+  size_t main_swaps = 0;         // runpy's and multiprocessing's '__main__' swaps
   uint64_t access_repeats = 0;   // counted by the tracer, not recorded (never failures)
 };
 
@@ -282,6 +315,7 @@ ProcessCounts count_process(const model::Process& p, const std::vector<bool>& re
     else if (model::shadowed_by_own_attribute(p.bindings[i])) ++n.shadowed;
     else ++n.not_bound;
   }
+  for (const auto& c : p.modules_changes) n.main_swaps += !c.by_import_system && main_module_swap(c);
   for (const auto& a : p.proxy_accesses) {
     n.access_repeats += a.repeats;
     if (a.ok) continue;
@@ -299,13 +333,14 @@ void show_counts(const model::Process& p, const ProcessCounts& n, std::ostream& 
       << "  proxy accesses: " << p.proxy_accesses.size() << " (" << n.failed_access << " failed)";
   if (n.access_repeats) out << " + " << n.access_repeats << " repeats counted";
   out << "\n";
-  if (n.repeats || n.not_bound_yet || n.shadowed || n.expected_failures) {
+  if (n.repeats || n.not_bound_yet || n.shadowed || n.expected_failures || n.main_swaps) {
     out << "  normal Python, not anomalies:";
     if (n.repeats) out << "  repeat imports that found the module already loaded: " << n.repeats;
     if (n.not_bound_yet) out << "  children bound when their outer import finished: " << n.not_bound_yet;
     if (n.shadowed) out << "  submodule names the package bound to its own attribute: " << n.shadowed;
     if (n.expected_failures)
       out << "  expected failed lookups (dunder probes, failure reporting): " << n.expected_failures;
+    if (n.main_swaps) out << "  main module swapped in by runpy or multiprocessing: " << n.main_swaps;
     out << "\n";
   }
 }

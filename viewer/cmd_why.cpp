@@ -377,8 +377,13 @@ void write_departure_text(const WhyEntry& e, std::ostream& out) {
 void write_entries_text(const WhyReport& r, const std::string& key, std::ostream& out) {
   std::set<int64_t> pids;
   for (const auto& e : r.entries) pids.insert(e.process);
-  out << key << ": " << r.entries.size() << " object" << (r.entries.size() == 1 ? "" : "s")
+  // The same object taken out and put back (mock.patch.dict(sys.modules) clears the dict
+  // and restores it) is one object, several entries.
+  std::set<std::tuple<int64_t, uint32_t, uint64_t>> distinct;
+  for (const auto& e : r.entries) distinct.insert({e.process, e.lifetime, e.object.id});
+  out << key << ": " << distinct.size() << " object" << (distinct.size() == 1 ? "" : "s")
       << " sat under this name";
+  if (distinct.size() < r.entries.size()) out << " in " << r.entries.size() << " entries";
   if (pids.size() > 1) out << " across " << pids.size() << " processes";
   out << ", oldest first.\n";
   int64_t last_pid = -1;
@@ -397,6 +402,13 @@ void write_entries_text(const WhyReport& r, const std::string& key, std::ostream
       last_lifetime = e.lifetime;
     }
     write_arrival_text(e, ++n, out);
+    // Entries are numbered per process: the earlier ones of this process.
+    const size_t at = static_cast<size_t>(&e - r.entries.data());
+    for (size_t k = at + 1 - n; k < at; ++k) {
+      if (r.entries[k].object.id != e.object.id || r.entries[k].lifetime != e.lifetime) continue;
+      out << "     the same object as entry #" << k - (at + 1 - n) + 1 << ", put back\n";
+      break;
+    }
     write_in_place_changes_text(e, out);
     write_reentries_text(r, e, out);
     if (!e.test.empty()) out << "     during test " << e.test << "\n";

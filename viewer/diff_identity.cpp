@@ -242,6 +242,15 @@ bool only_own_aliases(const KeyHistory& h, std::string_view key, const LifetimeP
   return true;
 }
 
+// Every entry of `part` after its first puts back the object an earlier entry held, after
+// that one was removed: `mock.patch.dict(sys.modules)` clearing the dict and restoring it
+// on exit, a test's saving and restoring of sys.modules. The key held one object all along.
+bool only_restorations(const KeyHistory& h, const LifetimePart& part) {
+  for (size_t i = part.begin + 1; i < part.end; ++i)
+    if (h.entries[i].relation != model::Relation::SameAsEntry || !h.entries[i - 1].removed) return false;
+  return true;
+}
+
 }  // namespace
 
 // Keys whose history in bad has a structure good never had (in any of its processes),
@@ -286,7 +295,7 @@ void compare_key_histories(const Group& g, const Group& b, Findings& out) {
           proxy_finding(k, be, nullptr, *bad.proc, role, out);
         } else if (blocker == be.end()) {
           for (const LifetimePart& part : lifetime_parts(bh))
-            if (part.end - part.begin > 1 && !only_own_aliases(bh, k, part)) {
+            if (part.end - part.begin > 1 && !only_own_aliases(bh, k, part) && !only_restorations(bh, part)) {
               replaced_finding(k, materialize(*bad.proc, bh, part.begin, part.end), nullptr, *bad.proc, role, out);
               break;
             }

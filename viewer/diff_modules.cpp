@@ -248,6 +248,59 @@ bool stopped_by_failed_import(const Process& p) {
   return false;
 }
 
+std::string_view last_part(std::string_view name) {
+  size_t dot = name.rfind('.');
+  return dot == std::string_view::npos ? name : name.substr(dot + 1);
+}
+
+// The file of each module `from` imported that sat in `other` under another name with the
+// same last part (pytest's --import-mode=prepend names tests/test_a.py `test_a`, importlib
+// names it `tests.test_a`): name in `from` -> name in `other`. One file, two names: the
+// runs' layouts differ, no module is missing. The same file is the same absolute path, or
+// the same path under each run's working directory (a checkout in another place); a file
+// outside the working directory elsewhere (a vendored copy in site-packages) is another.
+std::unordered_map<std::string_view, std::string> renamed_modules(const Group& from, const Group& other) {
+  auto under_cwd = [](const std::string& file, const std::string& cwd) {
+    std::string dir = cwd;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    if (dir.size() < 2 || file.size() <= dir.size() + 1 || file.compare(0, dir.size(), dir) != 0 ||
+        file[dir.size()] != '/')
+      return std::string();
+    return file.substr(dir.size() + 1);
+  };
+  struct Where {
+    std::string key, absolute, in_cwd;
+  };
+  std::unordered_map<std::string_view, std::vector<Where>> by_last;
+  other.each_key([&](std::string_view key, const Group::KeyUnion& k) {
+    k.each([&](const Group::KeyRep& r) {
+      for (const auto& e : r.history->entries)
+        if (e.object && e.object->present && !e.object->file.empty() &&
+            (e.object->is_plain_module() || e.object->is_module_subclass())) {
+          const std::string abs = clean_absolute(e.object->file.str());
+          by_last[last_part(key)].push_back({std::string(key), abs, under_cwd(abs, r.proc->p->cwd)});
+        }
+    });
+  });
+  std::unordered_map<std::string_view, std::string> out;
+  if (by_last.empty()) return out;
+  for (size_t i = 0; i < from.mods->size(); ++i) {
+    const ModFacts& m = from.mods->value(i);
+    if (!m.ok_facts || m.ok_facts->first_ok->file.empty()) continue;
+    std::string_view name = from.mods->key(i);
+    auto c = by_last.find(last_part(name));
+    if (c == by_last.end()) continue;
+    const std::string abs = clean_absolute(m.ok_facts->first_ok->file.str());
+    const std::string in_cwd = under_cwd(abs, m.ok_process->p->cwd);
+    for (const auto& w : c->second)
+      if (w.key != name && (w.absolute == abs || (!in_cwd.empty() && w.in_cwd == in_cwd))) {
+        out.emplace(name, w.key);
+        break;
+      }
+  }
+  return out;
+}
+
 }  // namespace
 
 Reach reach_of_cut_short(const Group& g, const Group& b) {
@@ -282,6 +335,15 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
   // `import ast` to draw carets under a failing line): consequences of a failure, folded
   // into the failure_reporting entry. Good's are those of a failure the bad run did not have.
   std::vector<std::string_view> reporting[2];  // [in_bad]
+  // One file under two names, one in each run, and the packages above the other name
+  // (pytest's importlib mode makes `tests` for `tests.test_a`): the layout, at info.
+  const std::unordered_map<std::string_view, std::string> renamed[2] = {renamed_modules(g, b), renamed_modules(b, g)};
+  std::vector<std::string> layout[2];  // [in_bad]: "name (file; NAME in the other run)"
+  auto package_of_other_name = [&](std::string_view name, bool in_bad) {
+    for (const auto& kv : renamed[!in_bad])
+      if (kv.second.size() > name.size() && timing::is_under(kv.second, std::string(name))) return true;
+    return false;
+  };
   auto aggregate = [&](const Group& from, const Group& other, Kind kind, bool in_bad) {
     std::unordered_map<std::string_view, std::vector<std::string_view>> by_top;
     std::vector<std::string_view> tops;
@@ -296,6 +358,15 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
       bool elsewhere = false;
       for (const Group* sib : other.unpaired_siblings) elsewhere |= sib->ok(name);
       if (elsewhere) continue;
+      auto other_name = renamed[in_bad].find(name);
+      if (other_name != renamed[in_bad].end()) {
+        layout[in_bad].push_back(std::string(name) + " (as " + other_name->second + ")");
+        continue;
+      }
+      if (package_of_other_name(name, in_bad)) {
+        layout[in_bad].push_back(std::string(name) + " (package)");
+        continue;
+      }
       if (!in_bad && (from.mods->value(i).pos > reach.pos || reach.unfinished.count(name))) {
         unreached.push_back(name);
         continue;
@@ -351,6 +422,20 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
   aggregate(b, g, Kind::ModuleAdded, true);
   aggregate(g, b, Kind::ModuleMissing, false);
   fold_reporting_imports(reporting[1], reporting[0], role, out);
+  for (int in_bad = 1; in_bad >= 0; --in_bad) {
+    if (layout[in_bad].empty()) continue;
+    Finding f = new_finding(in_bad ? Kind::ModuleAdded : Kind::ModuleMissing, Severity::Info,
+                            layout[in_bad][0].substr(0, layout[in_bad][0].find(' ')), role, UINT64_MAX - 1);
+    std::string list;
+    for (size_t i = 0; i < layout[in_bad].size() && i < 20; ++i) list += (i ? ", " : "") + layout[in_bad][i];
+    if (layout[in_bad].size() > 20) list += ", ... (" + std::to_string(layout[in_bad].size() - 20) + " more)";
+    f.summary = std::to_string(layout[in_bad].size()) + " module(s) only in the " + (in_bad ? "bad" : "good") +
+                " run are the other run's files under other names, or packages above those names: a layout " +
+                "difference (pytest's --import-mode, sys.path), not a " + (in_bad ? "new" : "missing") + " module: " + list;
+    (in_bad ? f.bad : f.good) = list;
+    (in_bad ? f.good : f.bad) = "the same files under other names";
+    out.add(std::move(f));
+  }
   if (unreached.empty()) return;
   Finding f = new_finding(Kind::ModuleMissing, Severity::Info, std::string(unreached[0]), role, UINT64_MAX - 1);
   std::string list;

@@ -169,6 +169,14 @@ std::vector<Fate> classify_failures(const model::Process& p) {
       for (const auto& lt : p.lifetimes)
         if (lt.number == l && lt.ended) went_on = true;
     }
+    // The main thread's error that nothing caught ends the program with status 1: one
+    // that exited with 0 caught it, though nothing was imported after (the last import of
+    // a script failing inside its try/except), unless a test runner then reported it as
+    // the test's failure.
+    if (!went_on && im.thread == static_cast<uint64_t>(p.pid) && p.end.status == 0 &&
+        (p.end.how == model::ProcessEnd::How::Exit || p.end.how == model::ProcessEnd::How::OsExit) &&
+        (im.test.empty() || !reported_as_failure(p, im)))
+      went_on = true;
     fate[i] = went_on ? Fate::Handled : Fate::Propagated;
   }
   return fate;

@@ -284,3 +284,127 @@ def test_import_systems_own_lookups_through_numpy_getattr_are_no_anomaly(tmp_pat
     traced([PY, "-W", "ignore", "-c", "import numpy.array_api"], tmp_path / "t")
     shown = viewer("show", str(tmp_path / "t")).stdout
     assert ".array_api on module 'numpy'" not in shown and "\n  anomalies:" not in shown, shown
+
+
+BLOCKED_LAST = '''
+import sys
+from unittest import mock
+with mock.patch.dict(sys.modules, {"json": None}):
+    try:
+        import json.decoder
+    except ImportError:
+        pass
+'''
+
+
+def test_last_import_of_a_program_that_exited_0_was_handled(tmp_path):
+    # The program's last import fails and its try/except goes on to a clean exit: nothing
+    # is imported after it, but an error that left the main thread's code would have ended
+    # the program with status 1. The blocking None under 'json' is mock's, and mock put the
+    # module back.
+    (tmp_path / "story.py").write_text(BLOCKED_LAST)
+    r = traced([PY, "story.py"], tmp_path / "t", cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    shown = viewer("show", str(tmp_path / "t")).stdout
+    assert "failed imports that propagated" not in shown, shown
+    handled = viewer("show", "--all", str(tmp_path / "t")).stdout.split("failed imports handled by their importer")
+    assert len(handled) == 2 and "\n    json" in handled[1] and "imported at story.py:6" in handled[1], shown
+
+
+SPAWNED = '''
+import multiprocessing as mp
+
+def work():
+    import json
+
+if __name__ == "__main__":
+    p = mp.get_context("spawn").Process(target=work)
+    p.start()
+    p.join()
+'''
+
+
+def test_spawned_childs_main_module_is_no_replacement(tmp_path):
+    # A spawn (or forkserver) child runs the parent's script under '__mp_main__' with
+    # runpy and makes it '__main__' too: how multiprocessing runs a main module.
+    (tmp_path / "story.py").write_text(SPAWNED)
+    r = traced([PY, "story.py"], tmp_path / "t", cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    shown = viewer("show", str(tmp_path / "t")).stdout
+    assert shown.startswith("3 processes\n"), shown
+    assert "replaced by non-import code" not in shown and "\n  anomalies:" not in shown, shown
+    assert "main module swapped in by runpy or multiprocessing: " in shown, shown
+
+
+MODE_SUITE = '''
+import sys, types
+from unittest import mock
+
+def test_setitem(monkeypatch):
+    monkeypatch.setitem(sys.modules, "fake_mod", types.ModuleType("fake_mod"))
+    import fake_mod
+
+def test_patch_dict():
+    with mock.patch.dict(sys.modules, {"json": types.ModuleType("json")}):
+        import json
+    import json
+    assert json.dumps
+'''
+
+
+def test_pytest_import_modes_differ_only_in_layout(tmp_path):
+    # --import-mode=prepend names tests/test_a.py `test_a`; importlib names it
+    # `tests.test_a`, assigns it to sys.modules itself and imports the package `tests`. And
+    # mock.patch.dict(sys.modules) clears the dict and puts every module back: the keys
+    # held one object all along. One file under two names is the layout, not a cause.
+    needs("pytest")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text(MODE_SUITE)
+    (tmp_path / "tests" / "test_b.py").write_text("def test_b():\n    import decimal\n")
+    base = [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"]
+    for mode in ("prepend", "importlib"):
+        r = traced(base + ["--import-mode=" + mode], tmp_path / mode, cwd=str(tmp_path))
+        assert r.returncode == 0, r.stdout
+    for good, bad in (("prepend", "importlib"), ("importlib", "prepend")):
+        r = viewer("diff", str(tmp_path / good), str(tmp_path / bad), "--format", "json")
+        assert r.returncode == 0, r.stdout
+        findings = json.loads(r.stdout)["findings"]
+        assert all(f["severity"] == "info" for f in findings), findings
+        layout = [f for f in findings if "layout difference" in f["summary"]]
+        assert layout and any("test_a (as tests.test_a)" in f["summary"] for f in layout), findings
+
+
+def test_module_blocked_and_put_back_by_mock_says_so(tmp_path):
+    # mock.patch.dict(sys.modules, {"json": None}) replaces json with None and puts the
+    # module back on exit: show says where it went back, why counts one module, not two.
+    (tmp_path / "story.py").write_text(
+        "import sys, json\nfrom unittest import mock\n"
+        "with mock.patch.dict(sys.modules, {'json': None}):\n    pass\n")
+    r = traced([PY, "story.py"], tmp_path / "t", cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    shown = viewer("show", str(tmp_path / "t")).stdout
+    line = [l for l in shown.splitlines() if "sys.modules['json'] replaced" in l]
+    assert len(line) == 1 and "None, blocking the import" in line[0], shown
+    assert ", put back later at unittest/mock.py:" in line[0] and "_unpatch_dict" in line[0], shown
+    story = viewer("why", str(tmp_path / "t"), "json").stdout
+    assert story.startswith("sys.modules['json']: 2 objects sat under this name in 3 entries"), story
+    assert story.count("the same object as entry #1, put back") == 1, story
+
+
+def test_a_vendored_copy_under_another_name_is_still_a_missing_module(tmp_path):
+    # Another file with the same last name part (a vendored copy outside the working
+    # directory) is not the same module under another name: mylib stays missing.
+    site = tmp_path / "site"
+    (site / "vend").mkdir(parents=True)
+    (site / "mylib.py").write_text("X = 1\n")
+    (site / "vend" / "__init__.py").write_text("")
+    (site / "vend" / "mylib.py").write_text("X = 1\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {"PYTHONPATH": str(site)}
+    traced([PY, "-c", "import mylib"], tmp_path / "good", env=env, cwd=str(work))
+    traced([PY, "-c", "import vend.mylib"], tmp_path / "bad", env=env, cwd=str(work))
+    r = viewer("diff", str(tmp_path / "good"), str(tmp_path / "bad"), "--format", "json")
+    findings = json.loads(r.stdout)["findings"]
+    missing = [f for f in findings if f["kind"] == "module_missing" and f["module"] == "mylib"]
+    assert r.returncode == 1 and missing and missing[0]["severity"] == "warning", findings
