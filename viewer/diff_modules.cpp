@@ -268,35 +268,54 @@ std::unordered_map<std::string_view, std::string> renamed_modules(const Group& f
       return std::string();
     return file.substr(dir.size() + 1);
   };
-  struct Where {
-    std::string key, absolute, in_cwd;
+  // Only a module `other` did not import can have been imported there under another name:
+  // the last parts of those names bound what `other` must index (usually none or a few).
+  std::unordered_set<std::string_view> wanted;
+  for (size_t i = 0; i < from.mods->size(); ++i) {
+    std::string_view name = from.mods->key(i);
+    const ModFacts* o = other.mod(name);
+    if (from.mods->value(i).ok_facts && !(o && (o->ok_facts || !o->failed.empty()))) wanted.insert(last_part(name));
+  }
+  std::unordered_map<std::string_view, std::string> out;
+  if (wanted.empty()) return out;
+  // `other`'s module files with one of those last parts, by absolute path and by path under
+  // its working directory: the keys they sat under there. Looked up by file: a run of many
+  // packages has thousands of `__init__`s and `utils`es sharing a last part.
+  std::unordered_map<std::string, std::vector<std::string>> by_absolute, by_in_cwd;
+  auto note = [](std::vector<std::string>& keys, std::string_view key) {
+    if (keys.empty() || keys.back() != key) keys.emplace_back(key);
   };
-  std::unordered_map<std::string_view, std::vector<Where>> by_last;
   other.each_key([&](std::string_view key, const Group::KeyUnion& k) {
+    if (!wanted.count(last_part(key))) return;
     k.each([&](const Group::KeyRep& r) {
       for (const auto& e : r.history->entries)
         if (e.object && e.object->present && !e.object->file.empty() &&
             (e.object->is_plain_module() || e.object->is_module_subclass())) {
           const std::string abs = clean_absolute(e.object->file.str());
-          by_last[last_part(key)].push_back({std::string(key), abs, under_cwd(abs, r.proc->p->cwd)});
+          note(by_absolute[abs], key);
+          std::string in_cwd = under_cwd(abs, r.proc->p->cwd);
+          if (!in_cwd.empty()) note(by_in_cwd[in_cwd], key);
         }
     });
   });
-  std::unordered_map<std::string_view, std::string> out;
-  if (by_last.empty()) return out;
+  if (by_absolute.empty()) return out;
   for (size_t i = 0; i < from.mods->size(); ++i) {
     const ModFacts& m = from.mods->value(i);
-    if (!m.ok_facts || m.ok_facts->first_ok->file.empty()) continue;
     std::string_view name = from.mods->key(i);
-    auto c = by_last.find(last_part(name));
-    if (c == by_last.end()) continue;
+    if (!m.ok_facts || m.ok_facts->first_ok->file.empty() || !wanted.count(last_part(name))) continue;
+    // Another name with the same last part, for the same file.
+    auto pick = [&](const std::unordered_map<std::string, std::vector<std::string>>& index, const std::string& file) {
+      auto it = file.empty() ? index.end() : index.find(file);
+      if (it == index.end()) return false;
+      for (const std::string& key : it->second)
+        if (key != name && last_part(key) == last_part(name)) {
+          out.emplace(name, key);
+          return true;
+        }
+      return false;
+    };
     const std::string abs = clean_absolute(m.ok_facts->first_ok->file.str());
-    const std::string in_cwd = under_cwd(abs, m.ok_process->p->cwd);
-    for (const auto& w : c->second)
-      if (w.key != name && (w.absolute == abs || (!in_cwd.empty() && w.in_cwd == in_cwd))) {
-        out.emplace(name, w.key);
-        break;
-      }
+    if (!pick(by_absolute, abs)) pick(by_in_cwd, under_cwd(abs, m.ok_process->p->cwd));
   }
   return out;
 }

@@ -92,6 +92,9 @@ static void write_run(const std::string& dir, size_t n, bool bad) {
     extra.origin = extra.object->file;
     b.add_import(extra);
   }
+  // Both processes finished: a trace with no end record is a process cut short, and two
+  // of those are compared only up to where the earlier stopped.
+  b.add_process_end(imptrace::fields::ProcessEnd::EXIT, 0, 0, t + 1000);
   mkdir(dir.c_str(), 0755);
   if (!b.write_file(dir + "/run.pb")) {
     fprintf(stderr, "cannot write %s/run.pb\n", dir.c_str());
