@@ -625,15 +625,13 @@ bool env_unchanged_since_last_scan() {
     if (i < len && env[i] == kept[i]) ++i;
     if (i == len && !env[len]) return true;
   }
+  // Changed, too long to keep, or no environment at all: kept as it is now.
+  bool same = !env && !g_env_kept.array;
   size_t n = 0;
   while (env && env[n] && n <= kEnvKept) ++n;
-  bool same = env == g_env_kept.array && n == g_env_kept.len && n <= kEnvKept &&
-              memcmp(g_env_kept.entries, env, n * sizeof(char*)) == 0;
-  if (!same) {
-    g_env_kept.array = env;
-    g_env_kept.len = n;
-    if (n <= kEnvKept && n) memcpy(g_env_kept.entries, env, n * sizeof(char*));
-  }
+  g_env_kept.array = env;
+  g_env_kept.len = n;
+  if (n <= kEnvKept && n) memcpy(g_env_kept.entries, env, n * sizeof(char*));
   return same;
 }
 
