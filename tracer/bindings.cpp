@@ -31,15 +31,15 @@ ParentPackage find_parent_package(PyObject* name, const InFlight* outer, char* b
     if (os && static_cast<size_t>(on) == pl && memcmp(os, s, pl) == 0) parent_name = outer->name;
   }
   PyObject* modules = g_main_interpreter.sys_modules;
-  TextStrSlot* parent_str = parent_name ? nullptr : text_str(buf, pl);
+  TextStr parent_str = parent_name ? TextStr() : text_str(buf, pl);
   p.submodule = true;
   p.text = buf;
   p.len = pl;
   p.attribute = dot + 1;
   p.attribute_len = static_cast<size_t>(n) - pl - 1;
   p.module = parent_name ? dict_lookup(modules, parent_name) : dict_get_text(modules, parent_str, buf);
-  // The id now: the text cache's str may be replaced (and freed) by the next text_str.
-  p.id = parent_name ? intern_obj(parent_name) : parent_str ? intern_obj(parent_str->str) : TraceWriter::intern(buf, pl);
+  // The id now: parent_str's str may be freed when it goes, or by the next text_str.
+  p.id = parent_name ? intern_obj(parent_name) : parent_str.get() ? intern_obj(parent_str.get()) : TraceWriter::intern(buf, pl);
   return p;
 }
 

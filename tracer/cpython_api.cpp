@@ -133,6 +133,7 @@ CPythonSupport resolve_cpython_api(char* why, size_t why_size) {
     return CPythonSupport::unknown;
   }
   want(py.PyFrame_GetBack, "PyFrame_GetBack");
+  want(py.PyObject_Hash, "PyObject_Hash");
   want(py.Py_AtExit, "Py_AtExit");
   if (py.minor >= 11) want(py.PyFrame_GetLasti, "PyFrame_GetLasti");
   want(py.PyBytes_AsString, "PyBytes_AsString");
@@ -358,10 +359,20 @@ void probe_str_layout() {
          api == reinterpret_cast<const char*>(ascii) + offset &&
          memcmp(api, kAsciiProbe, kAsciiProbeLength) == 0;
   }
-  if (!ok) py.PyErr_Clear();
+  // The hash field: -1 in a new str, then what PyObject_Hash returned and cached there.
+  int hash_offset = py.ob_type_offset + layout::kStrHash;
+  bool hash_ok = false;
+  if (ok && py.PyObject_Hash) {
+    const int64_t* field = reinterpret_cast<const int64_t*>(reinterpret_cast<const char*>(latin) + hash_offset);
+    bool unset = *field == -1;
+    int64_t h = py.PyObject_Hash(latin);
+    hash_ok = unset && h != -1 && *field == h;
+  }
+  if (!ok || !hash_ok) py.PyErr_Clear();
   if (ascii) py.Py_DecRef(ascii);
   if (latin) py.Py_DecRef(latin);
   if (ok) py.ascii_data_offset = offset;
+  if (ok && hash_ok) py.str_hash_offset = hash_offset;
 }
 
 PyObject* type_of_slow(PyObject* o) {

@@ -88,6 +88,7 @@ struct CPythonApi {
   int (*PyObject_SetAttrString)(PyObject*, const char*, PyObject*) = nullptr;
   PyObject* (*PyObject_GenericGetDict)(PyObject*, void*) = nullptr;
   PyObject* (*PyObject_Str)(PyObject*) = nullptr;
+  int64_t (*PyObject_Hash)(PyObject*) = nullptr;  // optional: only probe_str_layout calls it
   PyObject* (*PyObject_CallFunctionObjArgs)(PyObject*, ...) = nullptr;
   PyObject* (*PyObject_Call)(PyObject*, PyObject*, PyObject*) = nullptr;
   // 3.9+ (3.8 has it only as an inline function): a call with the arguments as received.
@@ -184,6 +185,7 @@ struct CPythonApi {
   // Where a compact ASCII str's characters start (after PyASCIIObject: 48 bytes up to
   // 3.11, which still has wstr, 40 from 3.12), -1 until probe_str_layout confirmed it.
   int ascii_data_offset = -1;
+  int str_hash_offset = -1;  // PyASCIIObject.hash, -1 until probe_str_layout checked it
   // Where a frame object keeps f_back, f_code and f_lasti (3.8-3.10), -1 until
   // probe_frame_layout confirmed them on a running frame; f_lasti counts in
   // frame_lasti_unit bytes (3.10: code units of 2).
@@ -237,6 +239,7 @@ constexpr int kVarSize = 8;            // PyVarObject.ob_size, from ob_type
 constexpr int kListItems = 16;         // PyListObject.ob_item, from ob_type
 constexpr int kDictVersion = 16;       // PyDictObject.ma_version_tag (3.8-3.11), from ob_type
 constexpr int kStrLength = 8;          // PyASCIIObject.length, from ob_type
+constexpr int kStrHash = 16;           // PyASCIIObject.hash (-1 until computed), from ob_type
 constexpr int kStrState = 24;          // PyASCIIObject.state (a bit field word), from ob_type
 constexpr uint32_t kStrCompact = 0x20;  // state.compact
 constexpr uint32_t kStrAscii = 0x40;    // state.ascii
@@ -363,6 +366,14 @@ inline const char* str_utf8(PyObject* s, Py_ssize_t* n) {
     }
   }
   return str_utf8_slow(s, n);
+}
+
+// An exact str's hash as CPython cached it in the object (PyASCIIObject.hash), without a
+// call and without computing it: -1 when it was never computed, when `s` is not an exact
+// str, or before probe_str_layout has checked the field.
+inline int64_t str_cached_hash(PyObject* s) {
+  if (py.str_hash_offset < 0 || type_of(s) != py.PyUnicode_Type) return -1;
+  return *reinterpret_cast<const int64_t*>(reinterpret_cast<const char*>(s) + py.str_hash_offset);
 }
 
 // A list's (or list subclass's) items as an array: PyListObject is PyObject_VAR_HEAD

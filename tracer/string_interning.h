@@ -2,9 +2,10 @@
 // cache by object), text turned into str objects for dict lookups (with a cache by text),
 // and attribute names kept as interned str objects, one per call site.
 //
-// Every cache here holds a reference to what it keeps, so that a cached address can never
-// come to mean a different object (deliberate: a bounded number of small objects stay
-// alive). Main interpreter only: objects must not cross interpreters.
+// The caches of str objects the tracer made hold a reference to them (deliberate: a
+// bounded number of small objects stay alive); the cache by object holds none and checks
+// each hit against the str's own cached hash (string_interning.cpp). Main interpreter
+// only: objects must not cross interpreters.
 #pragma once
 
 #include <stddef.h>
@@ -29,18 +30,26 @@ void forget_lifetime_strings();
 // Two str objects with the same text (without running a subclass's __eq__).
 bool same_text(PyObject* a, PyObject* b);
 
-// A str object for `text` kept in a direct-mapped cache, or null when the text does not
-// fit a slot or this is not the main interpreter (callers fall back).
-struct TextStrSlot {
-  uint64_t hash;
-  PyObject* str;
-  uint8_t len;
-  char text[55];
+// A str object for `text`, for lookups in the caller's scope: the text cache's (borrowed)
+// when the text has been met before, else a new one this holder frees when it goes out
+// of scope. Holds none when the text is too long for the cache or this is not the main
+// interpreter (callers fall back to looking up by C string).
+class TextStr {
+ public:
+  TextStr() = default;
+  TextStr(PyObject* str, bool owned) : str_(str), owned_(owned) {}
+  TextStr(const TextStr&) = delete;
+  TextStr& operator=(const TextStr&) = delete;
+  ~TextStr() { if (owned_) py.Py_DecRef(str_); }
+  PyObject* get() const { return str_; }
+ private:
+  PyObject* str_ = nullptr;
+  bool owned_ = false;
 };
-TextStrSlot* text_str(const char* text, size_t n);
-// d[text] (borrowed, no error), through the slot's str when there is one.
-inline PyObject* dict_get_text(PyObject* d, TextStrSlot* slot, const char* text) {
-  return slot ? dict_lookup(d, slot->str) : py.PyDict_GetItemString(d, text);
+TextStr text_str(const char* text, size_t n);
+// d[text] (borrowed, no error), through `str` when it holds one.
+inline PyObject* dict_get_text(PyObject* d, const TextStr& str, const char* text) {
+  return str.get() ? dict_lookup(d, str.get()) : py.PyDict_GetItemString(d, text);
 }
 
 // An attribute or key name the tracer looks up with. PyObject_GetAttrString and

@@ -185,3 +185,33 @@ def test_pep562_getattr_is_the_modules_own(py, tmp_path):
     assert plain.stdout.splitlines()[:2] == ["(name)", "__getattr__ function"]
     acc = why(traces(str(tmp_path)), "lazy562")["proxy_accesses"]
     assert any(a["attribute"] == "heavy" and a["outcome"] == "ok" for a in acc), acc
+
+
+REFCOUNT_PROBE = '''
+import gc, importlib, sys
+sys.path.insert(0, %r)
+name = "".join(["refprobe_", "mod"])  # a str of the program's own, not a constant
+before_name = sys.getrefcount(name)
+mod = importlib.import_module(name)
+origin = mod.__file__  # the spec's origin, which the trace records
+before_origin = sys.getrefcount(origin)
+del mod, sys.modules[name]
+gc.collect()
+print(sys.getrefcount(name) - before_name, sys.getrefcount(origin) - before_origin)
+'''
+
+
+@pytest.mark.parametrize("py", interpreters(), ids=ident)
+def test_no_reference_kept_to_the_programs_strings(py, tmp_path):
+    """The tracer records a module's name and file but keeps no reference to the program's
+    str objects: their reference counts after the module is gone are what they are
+    untraced (the cache from str to string id checks each hit against the str's own hash
+    instead of holding it alive)."""
+    (tmp_path / "refprobe_mod.py").write_text("X = 1\n")
+    code = REFCOUNT_PROBE % str(tmp_path)
+    plain = run([py, "-c", code], traced=False)
+    traced = run([py, "-c", code], traced=True, outdir=str(tmp_path / "t"))
+    assert plain.returncode == 0, plain.stderr
+    assert (traced.returncode, traced.stdout) == (0, plain.stdout), (traced.stdout, traced.stderr)
+    files = traces(str(tmp_path / "t"))
+    assert any(i["name"] == "refprobe_mod" for i in export(*files)["processes"][0]["imports"])
