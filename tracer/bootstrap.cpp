@@ -325,7 +325,8 @@ __attribute__((constructor)) static void imptrace_start() {
   // (loaded_symbols.h), with no other libc call: the library then costs such a process
   // little more than an empty one would. The answer writes nothing, so it may come before
   // the checks below.
-  if (!maybe_exported_by_a_loaded_object("Py_IsInitialized")) return;
+  constexpr uint32_t kPyIsInitialized = gnu_symbol_hash("Py_IsInitialized");
+  if (!maybe_exported_by_a_loaded_object(kPyIsInitialized)) return;
   // Setuid/secure-execution processes: the loader already drops LD_PRELOAD there, but a
   // library reached another way must not write files on behalf of a privileged process.
   if (getauxval(AT_SECURE)) return;
