@@ -1,5 +1,6 @@
 #include "trace_writer.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -21,9 +22,10 @@
 #include "records.h"
 #include "tracer_memory.h"
 
-extern char** environ;
-
 namespace imptrace {
+
+char** g_no_environ = nullptr;
+char** const* g_environ_slot = &g_no_environ;
 namespace {
 
 using namespace fields;
@@ -533,7 +535,7 @@ void put_header(wire::ByteBuf& b) {
   }
   wire::put_string(b, Header::cwd, g_cwd);
   wire::put_sint64_as_int64(b, Header::start_time_unix_ns, g_start_unix_ns);
-  for (char** e = environ; e && *e; ++e) {
+  for (char** e = process_environ(); e && *e; ++e) {
     if (!env_allowed(*e)) continue;
     const char* eq = strchr(*e, '=');
     if (!eq) continue;
@@ -577,6 +579,7 @@ void atfork_child() {
 
 void TraceWriter::init(const char* python_version, const char* python_build) {
   if (!g_initialised) {
+    if (void* e = dlsym(RTLD_DEFAULT, "environ")) g_environ_slot = static_cast<char** const*>(e);
     new (g_pending_storage) wire::ByteBuf;
     new (g_strings_storage) wire::ByteBuf;
     new (g_no_bytes_storage) wire::ByteBuf;
@@ -626,7 +629,7 @@ struct EnvPointers {
 EnvPointers g_env_kept{};  // constant-initialised: no static initialiser runs at load
 
 bool env_unchanged_since_last_scan() {
-  char** env = environ;
+  char** env = process_environ();
   // The common answer in one pass over the array, entries compared as they are counted
   // (two per step: env[i + 1] is read only once env[i] matched a kept entry, which is not
   // null, so the walk never passes the array's terminator).
@@ -650,7 +653,7 @@ bool env_unchanged_since_last_scan() {
 void TraceWriter::record_env_changes() {
   if (g_fd < 0) return;  // no header yet: it will carry the current values
   if (env_unchanged_since_last_scan()) return;
-  for (char** e = environ; e && *e; ++e) {
+  for (char** e = process_environ(); e && *e; ++e) {
     if (!env_allowed(*e) || env_seen(*e)) continue;
     const char* eq = strchr(*e, '=');
     if (!eq) continue;
