@@ -33,6 +33,7 @@
 #include "embedding.h"
 #include "import_hook.h"
 #include "imports_in_flight.h"
+#include "loaded_symbols.h"
 #include "modules_observer.h"
 #include "modules_shadow.h"
 #include "native_stacks.h"
@@ -309,7 +310,23 @@ void subinterpreter_creation_ends(bool created) {
 
 using namespace imptrace;
 
+// What crtbeginS.o would define (the library links without the C runtime start files;
+// tracer/CMakeLists.txt says why): the handle by which libc tells this object's
+// registrations apart, here the pthread_atfork handlers (libc_nonshared passes it to
+// __register_atfork). The object is never unloaded (-z nodelete), so nothing registered
+// under it outlives its code.
+extern "C" {
+__attribute__((visibility("hidden"))) void* __dso_handle = &__dso_handle;
+}
+
 __attribute__((constructor)) static void imptrace_start() {
+  // Not a CPython process: the common case, every shell, compiler and git of a CI job that
+  // exports LD_PRELOAD. Decided first, by reading the loaded objects' hash tables
+  // (loaded_symbols.h), with no other libc call: the library then costs such a process
+  // little more than an empty one would. The answer writes nothing, so it may come before
+  // the checks below.
+  constexpr uint32_t kPyIsInitialized = gnu_symbol_hash("Py_IsInitialized");
+  if (!maybe_exported_by_a_loaded_object(kPyIsInitialized)) return;
   // Setuid/secure-execution processes: the loader already drops LD_PRELOAD there, but a
   // library reached another way must not write files on behalf of a privileged process.
   if (getauxval(AT_SECURE)) return;

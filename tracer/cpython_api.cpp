@@ -48,8 +48,8 @@ struct Missing {
 CPythonSupport resolve_cpython_api(char* why, size_t why_size) {
   if (why_size) why[0] = 0;
   if (!need(py.Py_IsInitialized, "Py_IsInitialized") || !need(py.Py_GetVersion, "Py_GetVersion"))
-    // Not a CPython process (the common case: every shell, compiler and git of a CI job
-    // that exports LD_PRELOAD): one failed lookup, which walks every loaded object.
+    // Not a CPython process after all: the constructor asks only when a loaded object's
+    // hash table may hold the name (loaded_symbols.h), so this failed lookup is rare.
     return CPythonSupport::absent;
   // Shared vs static: is the API defined in the executable itself or in a libpython?
   Dl_info info;

@@ -11,6 +11,10 @@ extern "C" {
 __attribute__((visibility("default"))) void* Py_NewInterpreter();
 __attribute__((visibility("default"))) imptrace::PyStatus Py_NewInterpreterFromConfig(void** tstate_p,
                                                                                      const void* config);
+// The interposer under a hidden name (an alias, defined after it below): its address taken
+// through the exported name would be a symbol relocation resolved at load, in every process
+// the library is preloaded into.
+__attribute__((visibility("hidden"))) void* own_new_interpreter();
 }
 
 namespace imptrace {
@@ -71,8 +75,7 @@ struct Creation {
 bool subinterpreter_creation_seen() {
   // Only where the API is in a shared libpython, and where the host's lookup of the name
   // finds this library's definition (an executable that defines it wins).
-  return py.shared && dlsym(RTLD_DEFAULT, "Py_NewInterpreter") ==
-                          reinterpret_cast<void*>(static_cast<NewInterpreterFn>(&::Py_NewInterpreter));
+  return py.shared && dlsym(RTLD_DEFAULT, "Py_NewInterpreter") == reinterpret_cast<void*>(&own_new_interpreter);
 }
 
 }  // namespace imptrace
@@ -104,3 +107,5 @@ extern "C" __attribute__((visibility("default"))) PyStatus Py_NewInterpreterFrom
   c.ends(status.type == 0 && tstate_p && *tstate_p);
   return status;
 }
+
+extern "C" __attribute__((visibility("hidden"), alias("Py_NewInterpreter"))) void* own_new_interpreter();

@@ -200,7 +200,11 @@ const NativePc* native_pc(void* pc) {
 }
 
 using BacktraceFn = int (*)(void**, int);
-BacktraceFn g_unwinder = backtrace;
+// glibc's backtrace() reached through a call of our own: its address in the table would
+// be a symbol relocation, resolved at load in every process the library is preloaded into;
+// a call is bound lazily, on first use.
+int glibc_backtrace(void** frames, int max) { return backtrace(frames, max); }
+BacktraceFn g_unwinder = glibc_backtrace;
 
 }  // namespace
 

@@ -44,7 +44,7 @@ struct Identities {
   DestructorFn orig_module_dealloc;
   uint32_t died;  // identity_deaths()
 };
-Identities g_ids;
+Identities g_ids{};  // constant-initialised: no static initialiser runs at load
 
 IdentitySlot* identity_slot(uintptr_t addr, bool create) {
   uint64_t h = hash_address(addr);

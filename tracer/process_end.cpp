@@ -1,6 +1,7 @@
 #include "process_end.h"
 
 #include <errno.h>
+#include <new>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,13 +20,17 @@ using fields::ProcessEnd::How;
 // The record's bytes are built here, allocated once at start: a signal handler may not
 // allocate. Room for the framing and four fields with the largest varints. Never
 // destroyed (a deliberate leak of 64 bytes): a fatal signal after exit's destructors ran
-// still finds it.
-union EndBuf {
-  wire::ByteBuf b;
-  EndBuf() : b() {}
-  ~EndBuf() {}
-} g_end_storage;
-wire::ByteBuf& g_end = g_end_storage.b;
+// still finds it. Raw storage, constructed by make_end_buffer(): a variable of a type with a
+// destructor would be registered with __cxa_atexit at load, in every process.
+alignas(wire::ByteBuf) unsigned char g_end_storage[sizeof(wire::ByteBuf)];
+wire::ByteBuf& g_end = *reinterpret_cast<wire::ByteBuf*>(g_end_storage);
+bool g_end_made = false;
+
+void make_end_buffer() {
+  if (g_end_made) return;
+  new (g_end_storage) wire::ByteBuf;
+  g_end_made = true;
+}
 constexpr size_t kEndRecordRoom = 64;
 
 const int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL};
@@ -78,12 +83,14 @@ void on_fatal_signal(int sig, siginfo_t*, void*) {
 }  // namespace
 
 void watch_process_end() {
+  make_end_buffer();
   if (g_end.cap || !g_end.reserve(kEndRecordRoom)) return;  // once per process
   on_exit(at_exit, nullptr);
 }
 
 void watch_fatal_signals() {
   static bool done = false;
+  make_end_buffer();
   if (done || g_end.cap < kEndRecordRoom) return;
   done = true;
   for (int sig : kFatalSignals) {

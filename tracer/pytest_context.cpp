@@ -24,7 +24,7 @@ char* kNotScanned[1] = {nullptr};
 EnvWatch g_test_token{kCurrentTestVariable};
 
 const char* EnvWatch::rescan() {
-  char** a = environ;
+  char** a = process_environ();
   array = a ? a : kNotScanned;
   len = 0;
   long index = -1;

@@ -3,7 +3,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <unistd.h>  // environ (_GNU_SOURCE)
+
+#include "trace_writer.h"  // process_environ()
 
 namespace imptrace {
 
@@ -39,7 +40,7 @@ struct EnvWatch {
   // Inline, a few loads: the repeated proxy-access path asks at every repeat.
   [[gnu::always_inline]] bool unchanged() const {
     char** a = array;
-    if (__builtin_expect(environ != a, 0)) return false;  // a may have been freed: not read
+    if (__builtin_expect(process_environ() != a, 0)) return false;  // a may have been freed: not read
     // One branch for both entries: the repeated path stays one contiguous run of code.
     return !(reinterpret_cast<uintptr_t>(a[len]) |
              (reinterpret_cast<uintptr_t>(a[probe]) ^ reinterpret_cast<uintptr_t>(probe_entry)));

@@ -1,8 +1,10 @@
 #include "trace_writer.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <new>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,9 +22,10 @@
 #include "records.h"
 #include "tracer_memory.h"
 
-extern char** environ;
-
 namespace imptrace {
+
+char** g_no_environ = nullptr;
+char** const* g_environ_slot = &g_no_environ;
 namespace {
 
 using namespace fields;
@@ -30,19 +33,24 @@ using namespace fields;
 pthread_mutex_t g_mutex = PTHREAD_MUTEX_INITIALIZER;
 // Never destroyed: a C extension calling exit() runs static destructors while the
 // interpreter may still call our hooks, so the buffer must outlive them (a deliberate
-// leak at exit).
-union PendingHolder {
-  wire::ByteBuf b;
-  PendingHolder() : b() {}
-  ~PendingHolder() {}
-};
-PendingHolder g_pending_holder, g_strings_holder;
-wire::ByteBuf& g_pending = g_pending_holder.b;
+// leak at exit). Raw storage, in which init() constructs them: a variable of a type with
+// a destructor would be registered with __cxa_atexit by a static initialiser, run in
+// every process the library is loaded into, Python or not.
+alignas(wire::ByteBuf) unsigned char g_pending_storage[sizeof(wire::ByteBuf)];
+alignas(wire::ByteBuf) unsigned char g_strings_storage[sizeof(wire::ByteBuf)];
+wire::ByteBuf& g_pending = *reinterpret_cast<wire::ByteBuf*>(g_pending_storage);
 // StringDef records go to their own buffer: strings are interned while a record is being
 // encoded, and must land in the file before it, never inside it.
-wire::ByteBuf& g_strings = g_strings_holder.b;
+wire::ByteBuf& g_strings = *reinterpret_cast<wire::ByteBuf*>(g_strings_storage);
+// An empty buffer that never allocates, for append_encoded, which a fatal-signal handler
+// calls: no destructor may run free() there.
+alignas(wire::ByteBuf) unsigned char g_no_bytes_storage[sizeof(wire::ByteBuf)];
+const wire::ByteBuf& g_no_bytes = *reinterpret_cast<const wire::ByteBuf*>(g_no_bytes_storage);
 int g_fd = -1;
 bool g_broken = false;       // output failed: stop trying in this process
+// Set by init(): a process where it stays false (not Python, or not traced) has nothing
+// to write, and its exit must not call into libc for us (trim_at_exit).
+bool g_initialised = false;
 int64_t g_forked_from = 0;
 char g_cwd[PATH_MAX];        // working directory at process start, for relative patterns
 char g_pattern[PATH_MAX];    // IMPTRACE_OUTPUT or the default
@@ -454,6 +462,7 @@ void trim_reserve() {
 // At exit(): after Python's finalisation, which may still import. A thread caught between
 // two instructions of an append holds the lock: then the reserve stays (still valid).
 __attribute__((destructor)) void trim_at_exit() {
+  if (!g_initialised) return;  // the inert library: no lock taken, no libc function bound
   if (pthread_mutex_trylock(&g_mutex) != 0) return;
   TraceWriter::flush();  // hooks flush what they record; this is for anything left over
   trim_reserve();
@@ -526,7 +535,7 @@ void put_header(wire::ByteBuf& b) {
   }
   wire::put_string(b, Header::cwd, g_cwd);
   wire::put_sint64_as_int64(b, Header::start_time_unix_ns, g_start_unix_ns);
-  for (char** e = environ; e && *e; ++e) {
+  for (char** e = process_environ(); e && *e; ++e) {
     if (!env_allowed(*e)) continue;
     const char* eq = strchr(*e, '=');
     if (!eq) continue;
@@ -569,6 +578,12 @@ void atfork_child() {
 }  // namespace
 
 void TraceWriter::init(const char* python_version, const char* python_build) {
+  if (!g_initialised) {
+    if (void* e = dlsym(RTLD_DEFAULT, "environ")) g_environ_slot = static_cast<char** const*>(e);
+    new (g_pending_storage) wire::ByteBuf;
+    new (g_strings_storage) wire::ByteBuf;
+    new (g_no_bytes_storage) wire::ByteBuf;
+  }
   snprintf(g_python_version, sizeof g_python_version, "%s", python_version);
   snprintf(g_python_build, sizeof g_python_build, "%s", python_build);
   if (!getcwd(g_cwd, sizeof g_cwd)) snprintf(g_cwd, sizeof g_cwd, ".");
@@ -581,15 +596,15 @@ void TraceWriter::init(const char* python_version, const char* python_build) {
   const char* m = getenv("IMPTRACE_MMAP");
   g_direct = m && strcmp(m, "0") == 0;
   pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+  g_initialised = true;
 }
 
 void TraceWriter::lock() { pthread_mutex_lock(&g_mutex); }
 void TraceWriter::unlock() { pthread_mutex_unlock(&g_mutex); }
 bool TraceWriter::try_lock() { return pthread_mutex_trylock(&g_mutex) == 0; }
 bool TraceWriter::append_encoded(const wire::ByteBuf& records) {
-  static const wire::ByteBuf none;  // never allocates, never freed
   if (g_fd < 0 || g_broken || !records.n) return false;
-  if (!append(records, none)) { g_broken = true; return false; }
+  if (!append(records, g_no_bytes)) { g_broken = true; return false; }
   return true;
 }
 bool TraceWriter::usable() { return !g_broken; }
@@ -611,10 +626,10 @@ struct EnvPointers {
   char** array = nullptr;
   size_t len = 0;  // kEnvKept + 1: too long to keep, always scanned
 };
-EnvPointers g_env_kept;
+EnvPointers g_env_kept{};  // constant-initialised: no static initialiser runs at load
 
 bool env_unchanged_since_last_scan() {
-  char** env = environ;
+  char** env = process_environ();
   // The common answer in one pass over the array, entries compared as they are counted
   // (two per step: env[i + 1] is read only once env[i] matched a kept entry, which is not
   // null, so the walk never passes the array's terminator).
@@ -638,7 +653,7 @@ bool env_unchanged_since_last_scan() {
 void TraceWriter::record_env_changes() {
   if (g_fd < 0) return;  // no header yet: it will carry the current values
   if (env_unchanged_since_last_scan()) return;
-  for (char** e = environ; e && *e; ++e) {
+  for (char** e = process_environ(); e && *e; ++e) {
     if (!env_allowed(*e) || env_seen(*e)) continue;
     const char* eq = strchr(*e, '=');
     if (!eq) continue;

@@ -72,6 +72,13 @@ struct TraceWriter {
   static uint32_t strings_epoch_;
 };
 
+// libc's `environ`, read through the pointer TraceWriter::init finds with dlsym: named
+// directly, it would be a symbol relocation resolved at load in every process the library
+// is preloaded into, Python or not. Before init, an environment of none. The same two
+// loads as reading `environ` through the GOT.
+extern char** const* g_environ_slot;
+inline char** process_environ() { return *g_environ_slot; }
+
 // RAII for TraceWriter::lock/unlock.
 struct WriterLock {
   WriterLock() { TraceWriter::lock(); }

@@ -8,6 +8,12 @@
 - At run time (LD_DEBUG=bindings, Debian python3 importing torch, which brings its own
   libstdc++/libgcc_s/protobuf): no object of the host binds any symbol to libimptrace.so,
   and every _Unwind_* binding goes to a library other than ours.
+- Inert in a program that is not Python (what a CI job that exports LD_PRELOAD runs most):
+  /bin/true with the library preloaded makes no system call that it makes with an empty
+  preloaded library (the library's own segments aside), binds no libc function but
+  dl_iterate_phdr (the constructor's one question) and, at load, looks up no symbol at all
+  (no C runtime start files; no address of `environ`, of an exported function or of a libc
+  function taken at load: lazily bound calls only). Counted, not timed: bench/results.md has the figures.
 - C++ exceptions thrown and caught inside Debian's python3-torch (tensor index out of
   range -> IndexError, shape mismatch -> RuntimeError, both caught and uncaught) give the
   same stdout, stderr and exit status traced and untraced.
@@ -82,6 +88,61 @@ def test_no_cxx_runtime_or_protobuf_symbols_at_all():
     r = subprocess.run(["nm", "-D", LIB], capture_output=True, text=True, check=True)
     for needle in ("_Unwind_", "protobuf", "GLIBCXX", "CXXABI", "__gxx_personality", "unw_"):
         assert needle not in r.stdout, needle
+
+
+# Symbols the loader must look up through every loaded object before main, in every
+# process the library is preloaded into: none (calls are bound lazily, at first use).
+LOAD_TIME_SYMBOLS = set()
+
+
+def test_no_symbol_is_looked_up_at_load():
+    r = subprocess.run(["readelf", "-rW", LIB], capture_output=True, text=True, check=True)
+    looked_up, section = [], None
+    for line in r.stdout.splitlines():
+        m = re.match(r"Relocation section '([^']+)'", line)
+        if m:
+            section = m.group(1)
+            continue
+        fields = line.split()
+        # offset, info, type, symbol value, symbol name[@version], "+", addend
+        if section and not section.endswith(".plt") and len(fields) >= 5 and re.match(r"^[0-9a-f]{8,}$", fields[0]):
+            looked_up.append(fields[4].split("@")[0])
+    assert set(looked_up) <= LOAD_TIME_SYMBOLS, "resolved at load in every process: %s" % looked_up
+    d = subprocess.run(["readelf", "-dW", LIB], capture_output=True, text=True, check=True).stdout
+    assert "BIND_NOW" not in d and "(NOW)" not in d, "libc imports must bind lazily"
+    assert "(INIT)" not in d, "C runtime start files linked in (crti/crtbeginS)"
+
+
+def strace_names(tmp_path, preload, cmd):
+    out = tmp_path / ("strace.%s" % os.path.basename(preload))
+    subprocess.run(["strace", "-f", "-qq", "-o", str(out)] + cmd, env={"LD_PRELOAD": preload, "PATH": "/usr/bin:/bin"},
+                   check=True, capture_output=True)
+    names = []
+    for line in out.read_text().splitlines():
+        m = re.match(r"^(?:\d+\s+)?([a-z0-9_]+)\(", line)
+        # The loader maps each library's own segments (their number differs with its
+        # layout): mmap/mprotect/munmap are left out; every other call must match.
+        if m and m.group(1) not in ("mmap", "mprotect", "munmap"):
+            names.append(m.group(1))
+    return names
+
+
+@pytest.fixture(scope="module")
+def empty_library(tmp_path_factory):
+    d = tmp_path_factory.mktemp("empty")
+    (d / "empty.c").write_text("void imptrace_test_empty(void) {}\n")
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(d / "libempty.so"), str(d / "empty.c")], check=True)
+    return str(d / "libempty.so")
+
+
+def test_inert_in_a_program_that_is_not_python(empty_library, tmp_path):
+    assert strace_names(tmp_path, LIB, ["/bin/true"]) == strace_names(tmp_path, empty_library, ["/bin/true"])
+    r = subprocess.run(["/bin/true"], env={"LD_PRELOAD": LIB, "LD_DEBUG": "bindings"}, capture_output=True, text=True,
+                       check=True)
+    bound = set(re.findall(r"binding file \S*libimptrace\.so \[0\] to \S+ \[0\]: normal symbol `([^']+)'", r.stderr))
+    assert bound, r.stderr
+    assert bound <= LOAD_TIME_SYMBOLS | {"dl_iterate_phdr"}, "bound in a process that is not Python: %s" % sorted(bound)
+    assert "Py_IsInitialized" not in r.stderr, "the constructor asked dlsym"
 
 
 # With native stacks on, the tracer dlopens libunwind.so.8 RTLD_LOCAL: nothing binds to it
