@@ -107,9 +107,7 @@ bool strings_ready() {
 // left them.
 PyObject* observed_entry(PyObject* fn, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   PyObject* res = g_observer.function_vectorcall(fn, args, nargsf, kwnames);
-  if (__builtin_expect(res != nullptr, 1) &&
-      count_memo_repeat(fn, args, nargsf, kwnames, res, [] { return forward_observable(); }))
-    return res;
+  if (__builtin_expect(res != nullptr, 1) && count_memo_repeat(fn, args, nargsf, kwnames, res)) return res;
   observe_call(fn, args, nargsf, kwnames, res);
   return res;
 }
