@@ -138,7 +138,7 @@ bool count_repeat(uint32_t kind, PyObject* object, PyObject* attribute, PyObject
   if (!e || !countable(*e, object, result)) return false;
   remember(s->fn, kind, *e);
   ++e->pending;
-  if (__builtin_expect(t_memo.clock-- == 0, 0)) clock_read();
+  if (__builtin_expect(--t_memo.clock < 0, 0)) clock_read();
   return true;
 }
 

@@ -170,7 +170,7 @@ struct Memo {
   PyObject* code;          // the calling instruction: code object, and
   uint32_t raw;            //   the low 32 bits at the running frame's py.position_raw, or
   int32_t position;        //   (no running_frame) frame_position's offset
-  uint32_t clock;          // repeats until this thread reads the clock
+  int32_t clock;           // repeats until this thread reads the clock (from 0: at the next)
   Site* site;
 };
 extern thread_local Memo t_memo;
@@ -228,7 +228,7 @@ bool memo_site_matches_slow(const Memo& m);
     return false;
   }
   ++m.site->pending;
-  if (__builtin_expect(__builtin_sub_overflow(m.clock, 1u, &m.clock), 0)) clock_read();
+  if (__builtin_expect(--m.clock < 0, 0)) clock_read();  // one decrement and a branch on its sign
   return true;
 }
 

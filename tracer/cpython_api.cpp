@@ -15,6 +15,10 @@ namespace imptrace {
 CPythonApi py;
 
 namespace {
+void* g_runtime = nullptr;  // &_PyRuntime (3.8-3.11), for probe_thread_state
+}  // namespace
+
+namespace {
 
 template <typename T>
 bool need(T& slot, const char* name) {
@@ -139,6 +143,7 @@ CPythonSupport resolve_cpython_api(char* why, size_t why_size) {
   want(py.PyBytes_Size, "PyBytes_Size");
   want(py.PyFrame_GetCode, "PyFrame_GetCode");
   if (!need(py.ThreadState_Get, "PyThreadState_GetUnchecked")) want(py.ThreadState_Get, "_PyThreadState_UncheckedGet");
+  if (py.minor <= 11) want(g_runtime, "_PyRuntime");  // here, not under the GIL: dlsym takes the loader's lock
   want(py.PyEval_GetGlobals, "PyEval_GetGlobals");
   want(py.PyCFunction_Type, "PyCFunction_Type");
   want(py.PyObject_Vectorcall, "PyObject_Vectorcall");
@@ -468,7 +473,7 @@ void probe_thread_state() {
   if (!f || f != expected) return;
   // 3.8-3.11: the thread state without a call, where the runtime keeps it.
   if (py.minor <= 11) {
-    void* runtime = dlsym(RTLD_DEFAULT, "_PyRuntime");
+    void* runtime = g_runtime;
     int off = py.minor == 8 ? layout::kRuntimeTstateCurrent38
             : py.minor <= 10 ? layout::kRuntimeTstateCurrent39 : layout::kRuntimeTstateCurrent311;
     void* const* w = runtime ? reinterpret_cast<void* const*>(static_cast<char*>(runtime) + off) : nullptr;
