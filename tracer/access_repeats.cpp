@@ -71,7 +71,7 @@ void remember(PyObject* fn, uint32_t kind, Site& e) {
   bool module = kind == fields::ProxyAccess::MODULE_GETATTR;
   m.epoch = g_table.memo_epoch;
   m.deaths = identity_deaths();
-  m.shape = size_t(arguments_of_kind(kind)) << 1;
+  m.shape = call_shape(arguments_of_kind(kind), nullptr);
   m.arg0 = module ? e.attribute : e.object;
   m.attribute = e.attribute;
   m.attr_index = module ? 0 : 1;

@@ -13,7 +13,7 @@
 // Everything else is a repeat: one increment in a fixed-size table, with no stack walk, no
 // record, no lock and no allocation. The counts go out as ProxyAccessSummary records naming
 // the serial of the site's latest full record: at most kSummaryInterval after they were
-// counted (the clock is read every kRepeatsPerClockRead repeats), at the next import
+// counted (each thread reads the clock every kRepeatsPerClockRead + 1 repeats), at the next import
 // boundary, and at exit, os._exit and exec. A crash loses at most the counts of the last
 // interval (a fatal signal's handler writes none: it may have interrupted a count).
 //
@@ -146,6 +146,13 @@ constexpr uint32_t arguments_of_kind(uint32_t kind) {
   return kind == fields::ProxyAccess::MODULE_GETATTR ? 1 : kind == fields::ProxyAccess::GETATTR ? 2 : 3;
 }
 
+// The argument count and the keyword names of a vectorcall in one word: nargs << 1 when
+// there are none (PY_VECTORCALL_ARGUMENTS_OFFSET, nargsf's top bit, is shifted out), else
+// a value no count gives (kwnames is an object's address).
+[[gnu::always_inline]] inline size_t call_shape(size_t nargsf, PyObject* kwnames) {
+  return (nargsf << 1) | reinterpret_cast<size_t>(kwnames);
+}
+
 // The thread's latest site that may count its next repeat, with everything a repeat of it
 // presents worked out when it was set, so that the hook compares words and derives
 // nothing. Valid while Table::memo_epoch is the one it was set in: the epoch moves
@@ -160,7 +167,7 @@ struct Memo {
   PyObject* fn;
   uint32_t epoch;          // Table::memo_epoch when set
   uint32_t deaths;         // identity_deaths() when set
-  size_t shape;            // nargs << 1: the hook's nargsf << 1 with kwnames (null) or'ed in
+  size_t shape;            // call_shape(nargs, no keywords)
   PyObject* arg0;          // args[0]: the attribute (MODULE_GETATTR) or the object
   PyObject* attribute;     // args[attr_index]
   size_t attr_index;       // 0 (MODULE_GETATTR) or 1
@@ -204,17 +211,17 @@ bool memo_site_matches_slow(const Memo& m);
 
 }  // namespace repeats
 
-// The hook's first check, for a call of `fn` with its arguments as received that returned
-// `result` (not null): true when it repeated the thread's memo and was counted. The caller
-// has checked nothing else. What forward_observable asks is covered here: a memo is set
-// only where it held, the tracer's settings never go back, the interpreter is the thread
-// state's; a writer that broke since leaves the counts unwritten.
-[[gnu::always_inline]] inline bool count_memo_repeat(PyObject* fn, PyObject* const* args, size_t nargsf,
-                                                     PyObject* kwnames, PyObject* result) {
+// The hook's first check, for a call of `fn` with its arguments as received (`shape`:
+// call_shape of its nargsf and kwnames) that returned `result` (not null): true when it
+// repeated the thread's memo and was counted. The caller has checked nothing else. What
+// forward_observable asks is covered here: a memo is set only where it held, the tracer's
+// settings never go back, the interpreter is the thread state's; a writer that broke
+// since leaves the counts unwritten.
+[[gnu::always_inline]] inline bool count_memo_repeat(PyObject* fn, PyObject* const* args, size_t shape,
+                                                     PyObject* result) {
   using namespace repeats;
   Memo& m = t_memo;
-  // PY_VECTORCALL_ARGUMENTS_OFFSET is the top bit of nargsf: shifted out.
-  if (fn != m.fn || m.epoch != __atomic_load_n(&g_table.memo_epoch, __ATOMIC_RELAXED) || ((nargsf << 1) | reinterpret_cast<size_t>(kwnames)) != m.shape)
+  if (fn != m.fn || m.epoch != __atomic_load_n(&g_table.memo_epoch, __ATOMIC_RELAXED) || shape != m.shape)
     return false;
   if (args[0] != m.arg0 || args[m.attr_index] != m.attribute || (result != m.result && !m.any_result)) return false;
   if (t_state.inside_tracer || m.deaths != identity_deaths() || m.strings_epoch != TraceWriter::strings_epoch())
