@@ -48,14 +48,44 @@ bool in_this_file(const Site& e) {
   return e.generation == TraceWriter::generation() && e.strings_epoch == TraceWriter::strings_epoch();
 }
 
-// This thread's next call of `fn` is compared with site `e` first.
-void remember(PyObject* fn, uint32_t kind, const Site& e) {
+// Every memo misses from now on. Atomic: a sub-interpreter with a GIL of its own may change
+// the environment (repeats_environment_changed) while the main interpreter's thread bumps
+// the epoch too; neither bump may be lost.
+void forget_memos() { __atomic_fetch_add(&g_table.memo_epoch, 1, __ATOMIC_RELAXED); }
+
+// The site counts repeats from now on: they are counted with one increment, which lists
+// nothing.
+void list(Site& e) {
+  if (e.listed) return;
+  e.listed = true;
+  g_table.listed[g_table.n_listed++] = static_cast<uint16_t>(&e - g_table.sites);
+}
+
+// This thread's next call of `fn` is compared with site `e` first, once the site counts
+// its repeats (listed from then on). Everything countable checks holds right now.
+void remember(PyObject* fn, uint32_t kind, Site& e) {
+  if (e.recorded < kRecordedInFull || !g_table.environment_watched) return;
+  probe_thread_state();
   Memo& m = t_memo;
+  list(e);
+  bool module = kind == fields::ProxyAccess::MODULE_GETATTR;
+  m.epoch = g_table.memo_epoch;
+  m.deaths = identity_deaths();
+  m.shape = call_shape(arguments_of_kind(kind), nullptr);
+  m.arg0 = module ? e.attribute : e.object;
+  m.attribute = e.attribute;
+  m.attr_index = module ? 0 : 1;
+  m.result = e.result;
+  m.any_result = kind == SETATTR || e.result_changes >= kResultChangesRecorded;
+  m.strings_epoch = TraceWriter::strings_epoch();
+  m.code = e.code;
+  m.position = e.position;
+  // The instruction word frame_position's route reads where this position is, inverted:
+  // the low 32 bits of the subtraction there are exact.
+  uintptr_t start = (reinterpret_cast<uintptr_t>(e.code) & py.position_code_mask) + py.position_delta;
+  m.raw = static_cast<uint32_t>(start + static_cast<uint32_t>(e.position) / static_cast<uint32_t>(py.position_unit));
+  m.site = &e;
   m.fn = fn;
-  m.memo_epoch = g_table.memo_epoch;
-  m.nargs = arguments_of_kind(kind);
-  m.site = const_cast<Site*>(&e);
-  m.version = e.version;
 }
 
 // Writer lock held.
@@ -76,13 +106,21 @@ void write_summary(Site& e, uint64_t now) {
 namespace repeats {
 
 [[gnu::noinline]] void clock_read() {
-  g_table.since_clock = 0;
+  t_memo.clock = kRepeatsPerClockRead;
   uint64_t now = TraceWriter::now_ns();
   if (now - g_table.last_summary_ns >= kSummaryInterval) {
     WriterLock lock;
     write_repeat_summaries();
     TraceWriter::flush();
   }
+}
+
+[[gnu::noinline]] bool memo_site_matches_slow(const Memo& m) {
+  if (!g_main_interpreter.interp || py.PyInterpreterState_Get() != g_main_interpreter.interp) return false;
+  PyObject* f = py.PyEval_GetFrame();  // borrowed
+  PyObject* code;
+  int position;
+  return f && frame_position(f, &code, &position) && code == m.code && position == m.position;
 }
 
 }  // namespace repeats
@@ -99,7 +137,8 @@ bool count_repeat(uint32_t kind, PyObject* object, PyObject* attribute, PyObject
   Site* e = find_site(*s);
   if (!e || !countable(*e, object, result)) return false;
   remember(s->fn, kind, *e);
-  count(*e);
+  ++e->pending;
+  if (__builtin_expect(--t_memo.clock < 0, 0)) clock_read();
   return true;
 }
 
@@ -117,6 +156,7 @@ uint64_t note_recorded_access(const AccessSite& s, PyObject* result, uint64_t ob
       write_summary(*e, TraceWriter::now_ns());
       drop[0] = e->attribute;
       drop[1] = e->code;
+      forget_memos();  // memos naming the slot's former site miss
     }
     py.Py_IncRef(s.attribute);
     py.Py_IncRef(s.code);
@@ -125,7 +165,6 @@ uint64_t note_recorded_access(const AccessSite& s, PyObject* result, uint64_t ob
     e->code = s.code;
     e->position = s.position;
     e->kind = s.kind;
-    ++e->version;  // memos naming the slot's former site miss
   } else {
     // Its repeats so far belong to the serial it had: written before it changes.
     write_summary(*e, TraceWriter::now_ns());
@@ -159,10 +198,19 @@ void write_repeat_summaries() {
   }
   g_table.n_listed = 0;
   g_table.last_summary_ns = now;
+  forget_memos();  // the memos' sites are no longer listed
+
 }
 
-void repeats_objects_changed() { ++g_table.objects_epoch; }
+void repeats_objects_changed() {
+  ++g_table.objects_epoch;
+  forget_memos();
+}
 
-void repeats_forget_memos() { ++g_table.memo_epoch; }
+void repeats_forget_memos() { forget_memos(); }
+
+void repeats_environment_watched() { g_table.environment_watched = true; }
+
+void repeats_environment_changed() { forget_memos(); }
 
 }  // namespace imptrace

@@ -13,7 +13,7 @@
 // Everything else is a repeat: one increment in a fixed-size table, with no stack walk, no
 // record, no lock and no allocation. The counts go out as ProxyAccessSummary records naming
 // the serial of the site's latest full record: at most kSummaryInterval after they were
-// counted (the clock is read every kRepeatsPerClockRead repeats), at the next import
+// counted (each thread reads the clock every kRepeatsPerClockRead + 1 repeats), at the next import
 // boundary, and at exit, os._exit and exec. A crash loses at most the counts of the last
 // interval (a fatal signal's handler writes none: it may have interrupted a count).
 //
@@ -24,20 +24,25 @@
 // The table is touched with the main interpreter's GIL held; sites beyond its size evict
 // older ones (whose counts are written first), which then start again with full records.
 //
-// A loop repeats one site, so each thread remembers the site it last recorded or counted
-// (repeats::Memo) and the hook compares a call with that site's key before anything else:
-// a repeat of it is counted inline in the hook, with no hash, no probe and no call into
-// this file. The memo names a slot and the slot's version, so a slot given to another
-// site, or an observed function taking another kind, makes it miss, never match wrongly;
-// a miss is the probe of count_repeat, as for any other access.
+// A loop repeats one site, so each thread remembers the site it last recorded or counted,
+// once that site counts its repeats (repeats::Memo), and the hook compares a call with it
+// before anything else: a repeat of it is counted inline in the hook, with no hash, no
+// probe and no call into this file. The memo holds what a repeat presents (arguments,
+// result, the running frame's code object and instruction word) and is valid for one
+// epoch, which moves whenever a slot takes another site, an observed function takes
+// another kind, or anything else its checks stand for changes: it then misses, never
+// matches wrongly; a miss is the probe of count_repeat, as for any other access.
 #pragma once
 
 #include <stdint.h>
+#include <string.h>
 
 #include "cpython_api.h"
 #include "object_identity.h"
+#include "process_state.h"
 #include "pytest_context.h"
 #include "records.h"
+#include "thread_state.h"
 #include "trace_writer.h"
 
 namespace imptrace {
@@ -80,6 +85,16 @@ void repeats_objects_changed();
 // kind) or every entry forgotten: no thread's memo names a function by a stale kind.
 void repeats_forget_memos();
 
+// os.putenv and os.unsetenv, which every change of the environment from Python code goes
+// through (os.environ's included), are watched: repeats_environment_changed is called
+// after each. Until then no memo is set (every repeat takes count_repeat's probe, which
+// reads PYTEST_CURRENT_TEST's entry itself). A change made from C (setenv in an
+// extension) is seen by that probe, not by a memo: the pytest test of a repeat comes from
+// pytest, which sets it through os.environ.
+void repeats_environment_watched();
+// From any interpreter's thread, with its own GIL held.
+void repeats_environment_changed();
+
 // The table, visible here so that the hook's check of the memo is inlined into it.
 namespace repeats {
 
@@ -108,7 +123,6 @@ struct Site {
   uint32_t generation, strings_epoch;  // the file the serial belongs to
   uint32_t recorded;    // full records made for the site
   uint32_t result_changes;
-  uint32_t version;     // bumps whenever the slot takes another site (memos name it)
   bool listed;          // in Table::listed
   uint64_t object_id;
   uint64_t serial;      // of the latest full record
@@ -119,8 +133,8 @@ struct Table {
   uint16_t listed[kSites];  // sites with repeats not yet written (and some written since)
   uint32_t n_listed;
   uint32_t objects_epoch;
-  uint32_t memo_epoch;   // repeats_forget_memos
-  uint32_t since_clock;  // repeats since the clock was last read
+  uint32_t memo_epoch;   // Memo::epoch
+  bool environment_watched;
   uint64_t next_serial;
   uint64_t last_summary_ns;
 };
@@ -132,13 +146,39 @@ constexpr uint32_t arguments_of_kind(uint32_t kind) {
   return kind == fields::ProxyAccess::MODULE_GETATTR ? 1 : kind == fields::ProxyAccess::GETATTR ? 2 : 3;
 }
 
-// The thread's latest site. Zero (no function) matches no call.
+// The argument count and the keyword names of a vectorcall in one word: nargs << 1 when
+// there are none (PY_VECTORCALL_ARGUMENTS_OFFSET, nargsf's top bit, is shifted out), else
+// a value no count gives (kwnames is an object's address).
+[[gnu::always_inline]] inline size_t call_shape(size_t nargsf, PyObject* kwnames) {
+  return (nargsf << 1) | reinterpret_cast<size_t>(kwnames);
+}
+
+// The thread's latest site that may count its next repeat, with everything a repeat of it
+// presents worked out when it was set, so that the hook compares words and derives
+// nothing. Valid while Table::memo_epoch is the one it was set in: the epoch moves
+// whenever something the site's checks (countable) depend on may have changed and no
+// cheaper comparison below covers it: objects under sys.modules changed, a function was
+// observed or forgotten, a slot took another site, the summaries were written (the site
+// is no longer listed, and the hook's count does not list it), or Python code changed the
+// environment (os.putenv, os.unsetenv: pytest's PYTEST_CURRENT_TEST, the site's test). A
+// memo is set only once those two os functions are watched (repeats_environment_watched).
+// Zero (no function) matches no call.
 struct Memo {
   PyObject* fn;
+  uint32_t epoch;          // Table::memo_epoch when set
+  uint32_t deaths;         // identity_deaths() when set
+  size_t shape;            // call_shape(nargs, no keywords)
+  PyObject* arg0;          // args[0]: the attribute (MODULE_GETATTR) or the object
+  PyObject* attribute;     // args[attr_index]
+  size_t attr_index;       // 0 (MODULE_GETATTR) or 1
+  PyObject* result;        // the site's latest recorded result
+  bool any_result;         // a SETATTR, or a site whose results change at every access
+  uint32_t strings_epoch;  // TraceWriter::strings_epoch(): it moves with a fork child's file too
+  PyObject* code;          // the calling instruction: code object, and
+  uint32_t raw;            //   the low 32 bits at the running frame's py.position_raw, or
+  int32_t position;        //   (no running_frame) frame_position's offset
+  int32_t clock;           // repeats until this thread reads the clock (from 0: at the next)
   Site* site;
-  uint32_t memo_epoch;  // Table::memo_epoch when set
-  uint32_t nargs;       // arguments_of_kind(fn's kind)
-  uint32_t version;     // the site's slot version when set
 };
 extern thread_local Memo t_memo;
 
@@ -161,43 +201,41 @@ extern thread_local Memo t_memo;
   return true;
 }
 
-// Every kRepeatsPerClockRead repeats: the summaries, when kSummaryInterval has passed. Out
-// of line: the repeated path stays short.
+// Every kRepeatsPerClockRead repeats of a thread: the summaries, when kSummaryInterval has
+// passed. Out of line: the repeated path stays short.
 void clock_read();
 
-[[gnu::always_inline]] inline void count(Site& e) {
-  if (!e.pending++ && !e.listed) {
-    e.listed = true;
-    g_table.listed[g_table.n_listed++] = static_cast<uint16_t>(&e - g_table.sites);
-  }
-  if (__builtin_expect(++g_table.since_clock >= kRepeatsPerClockRead, 0)) clock_read();
-}
+// The memo's calling instruction, where running_frame cannot read it (3.14+, or a layout
+// probe_thread_state did not confirm): PyEval_GetFrame and frame_position. Out of line.
+bool memo_site_matches_slow(const Memo& m);
 
 }  // namespace repeats
 
-// The hook's first check, for a call of `fn` with its arguments as received that returned
-// `result` (not null): true when it repeated the thread's memo and was counted. The caller
-// has checked nothing else; `observable()` (forward_observable) is asked once the key's
-// cheap part matched.
-template <typename Observable>
-[[gnu::always_inline]] inline bool count_memo_repeat(PyObject* fn, PyObject* const* args, size_t nargsf,
-                                                     PyObject* kwnames, PyObject* result, Observable observable) {
+// The hook's first check, for a call of `fn` with its arguments as received (`shape`:
+// call_shape of its nargsf and kwnames) that returned `result` (not null): true when it
+// repeated the thread's memo and was counted. The caller has checked nothing else. What
+// forward_observable asks is covered here: a memo is set only where it held, the tracer's
+// settings never go back, the interpreter is the thread state's; a writer that broke
+// since leaves the counts unwritten.
+[[gnu::always_inline]] inline bool count_memo_repeat(PyObject* fn, PyObject* const* args, size_t shape,
+                                                     PyObject* result) {
   using namespace repeats;
   Memo& m = t_memo;
-  // PY_VECTORCALL_ARGUMENTS_OFFSET is the top bit of nargsf.
-  size_t nargs = nargsf & ~(size_t(1) << (8 * sizeof(size_t) - 1));
-  if (fn != m.fn || kwnames || nargs != m.nargs || m.memo_epoch != g_table.memo_epoch) return false;
-  Site& e = *m.site;
-  bool module = nargs == 1;  // MODULE_GETATTR: the function stands for its module
-  PyObject* object = module ? fn : args[0];
-  PyObject* attribute = module ? args[0] : args[1];
-  if (e.version != m.version || e.object != object || e.attribute != attribute || !observable()) return false;
-  PyObject* f = py.PyEval_GetFrame();  // borrowed
-  PyObject* code;
-  int position;
-  if (!f || !frame_position(f, &code, &position) || code != e.code || position != e.position) return false;
-  if (!countable(e, object, result)) return false;
-  count(e);
+  if (fn != m.fn || m.epoch != __atomic_load_n(&g_table.memo_epoch, __ATOMIC_RELAXED) || shape != m.shape)
+    return false;
+  if (args[0] != m.arg0 || args[m.attr_index] != m.attribute || (result != m.result && !m.any_result)) return false;
+  if (t_state.inside_tracer || m.deaths != identity_deaths() || m.strings_epoch != TraceWriter::strings_epoch())
+    return false;
+  if (const char* f = running_frame(g_main_interpreter.interp)) {
+    uint64_t raw;
+    memcpy(&raw, f + py.position_raw, sizeof raw);
+    if (*reinterpret_cast<PyObject* const*>(f + py.position_code) != m.code || static_cast<uint32_t>(raw) != m.raw)
+      return false;
+  } else if (!memo_site_matches_slow(m)) {
+    return false;
+  }
+  ++m.site->pending;
+  if (__builtin_expect(--m.clock < 0, 0)) clock_read();  // one decrement and a branch on its sign
   return true;
 }
 

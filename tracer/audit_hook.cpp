@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "access_repeats.h"
 #include "process_state.h"
 #include "modules_observer.h"
 #include "process_end.h"
@@ -30,8 +31,15 @@ namespace {
 // objects they were, with their names, docs and signatures; a call keeps its frames and
 // traceback. The entries are shared by every interpreter's posix module: an exec or
 // _exit in a sub-interpreter ends the process too, and is recorded the same way.
+//
+// os.putenv and os.unsetenv are posix's builtins too, through which Python code changes the
+// environment (os.environ's writes and deletions call them): swapped the same way, they
+// tell the repeated proxy-access path that PYTEST_CURRENT_TEST may have changed
+// (access_repeats.h).
 struct PosixOriginals {
   PyCFunctionFast execv;  // METH_FASTCALL (3.8-3.13)
+  PyCFunctionFast putenv;                          // METH_FASTCALL (3.8-3.13)
+  PyObject* (*unsetenv)(PyObject*, PyObject*);     // METH_O
   PyObject* (*execve)(PyObject*, PyObject* const*, Py_ssize_t, PyObject*);  // METH_FASTCALL | METH_KEYWORDS
   PyObject* (*exit)(PyObject*, PyObject* const*, Py_ssize_t, PyObject*);    // same
 };
@@ -45,6 +53,18 @@ PyObject* execv_hook(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
 PyObject* execve_hook(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   before_exec();
   return g_posix.execve(self, args, nargs, kwnames);
+}
+
+PyObject* putenv_hook(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  PyObject* r = g_posix.putenv(self, args, nargs);
+  repeats_environment_changed();
+  return r;
+}
+
+PyObject* unsetenv_hook(PyObject* self, PyObject* name) {
+  PyObject* r = g_posix.unsetenv(self, name);
+  repeats_environment_changed();
+  return r;
 }
 
 // Writes the end record with the status, then calls the original. A status that is not an
@@ -114,6 +134,13 @@ void keep_audit_hook_where_needed(PyObject* name, PyObject* module) {
     if (os_dict && !g_posix.exit)
       g_posix.exit = reinterpret_cast<decltype(g_posix.exit)>(observe_posix_function(
           os_dict, NAME("_exit"), METH_FASTCALL | METH_KEYWORDS, reinterpret_cast<void*>(os_exit_hook)));
+    if (os_dict && !g_posix.putenv)
+      g_posix.putenv = reinterpret_cast<PyCFunctionFast>(
+          observe_posix_function(os_dict, NAME("putenv"), METH_FASTCALL, reinterpret_cast<void*>(putenv_hook)));
+    if (os_dict && !g_posix.unsetenv)
+      g_posix.unsetenv = reinterpret_cast<decltype(g_posix.unsetenv)>(
+          observe_posix_function(os_dict, NAME("unsetenv"), METH_O, reinterpret_cast<void*>(unsetenv_hook)));
+    if (g_posix.putenv && g_posix.unsetenv) repeats_environment_watched();
     watch_fatal_signals();
     return;
   }

@@ -15,6 +15,10 @@ namespace imptrace {
 CPythonApi py;
 
 namespace {
+void* g_runtime = nullptr;  // &_PyRuntime (3.8-3.11), for probe_thread_state
+}  // namespace
+
+namespace {
 
 template <typename T>
 bool need(T& slot, const char* name) {
@@ -139,6 +143,8 @@ CPythonSupport resolve_cpython_api(char* why, size_t why_size) {
   want(py.PyBytes_AsString, "PyBytes_AsString");
   want(py.PyBytes_Size, "PyBytes_Size");
   want(py.PyFrame_GetCode, "PyFrame_GetCode");
+  if (!need(py.ThreadState_Get, "PyThreadState_GetUnchecked")) want(py.ThreadState_Get, "_PyThreadState_UncheckedGet");
+  if (py.minor <= 11) want(g_runtime, "_PyRuntime");  // here, not under the GIL: dlsym takes the loader's lock
   want(py.PyEval_GetGlobals, "PyEval_GetGlobals");
   want(py.PyCFunction_Type, "PyCFunction_Type");
   want(py.PyObject_Vectorcall, "PyObject_Vectorcall");
@@ -454,6 +460,38 @@ void probe_frame_layout(PyObject* frame) {
   py.position_raw = lasti;  // f_lasti, then f_lineno: the 8 bytes are the frame's
   py.position_unit = unit;
   py.position_code = code;  // last: frame_position takes it as saying the others are set
+}
+
+void probe_thread_state() {
+  if (py.thread_state_probed) return;
+  py.thread_state_probed = true;
+  if (py.minor < 8 || py.minor > 13 || !py.ThreadState_Get || py.position_code < 0) return;
+  PyObject* frame = py.PyEval_GetFrame();  // borrowed
+  void* interp = py.PyInterpreterState_Get();
+  const char* ts = static_cast<const char*>(py.ThreadState_Get());
+  if (!frame || !interp || !ts || *reinterpret_cast<void* const*>(ts + layout::kTstateInterp) != interp) return;
+  // What frame_position reads for the running frame: the frame object, or (3.11-3.13) the
+  // interpreter frame it points to.
+  const char* expected = reinterpret_cast<const char*>(frame);
+  if (py.position_deref >= 0) expected = *reinterpret_cast<const char* const*>(expected + py.position_deref);
+  int at = py.minor <= 10 ? layout::kTstateFrame310
+         : py.minor == 11 ? layout::kTstateCFrame311
+         : py.minor == 12 ? layout::kTstateCFrame312
+                          : layout::kTstateCurrentFrame313;
+  int deref = py.minor == 11 ? layout::kCFrameCurrent311 : py.minor == 12 ? layout::kCFrameCurrent312 : -1;
+  const char* f = *reinterpret_cast<const char* const*>(ts + at);
+  if (deref >= 0 && f) f = *reinterpret_cast<const char* const*>(f + deref);
+  if (!f || f != expected) return;
+  // 3.8-3.11: the thread state without a call, where the runtime keeps it.
+  if (py.minor <= 11) {
+    void* runtime = g_runtime;
+    int off = py.minor == 8 ? layout::kRuntimeTstateCurrent38
+            : py.minor <= 10 ? layout::kRuntimeTstateCurrent39 : layout::kRuntimeTstateCurrent311;
+    void* const* w = runtime ? reinterpret_cast<void* const*>(static_cast<char*>(runtime) + off) : nullptr;
+    if (w && w[0] == ts && w[1] == interp) py.tstate_current = w;
+  }
+  py.tstate_frame_deref = deref;
+  py.tstate_frame = at;  // last: running_frame takes it as saying the others are set
 }
 
 PyObject* frame_back(PyObject* frame) {

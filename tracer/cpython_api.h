@@ -208,6 +208,19 @@ struct CPythonApi {
   int position_delta = 0;
   int position_unit = 1;
   bool frame_layout_probed = false;
+
+  // The thread state, for the repeated proxy-access path (running_frame below). The
+  // current thread state: read from tstate_current (3.8-3.11, &_PyRuntime.gilstate's
+  // tstate_current) once probe_thread_state confirmed it, else asked of
+  // ThreadState_Get (_PyThreadState_UncheckedGet, 3.13's PyThreadState_GetUnchecked).
+  // Where it keeps its running frame: tstate_frame (3.8-3.10 the frame object, 3.11-3.12
+  // the _PyCFrame, 3.13 the interpreter frame), then at tstate_frame_deref (3.11-3.12:
+  // the _PyCFrame's interpreter frame); -1 until probe_thread_state confirmed it.
+  void* (*ThreadState_Get)() = nullptr;
+  void* const* tstate_current = nullptr;
+  int tstate_frame = -1;
+  int tstate_frame_deref = -1;
+  bool thread_state_probed = false;
 };
 
 extern CPythonApi py;
@@ -520,6 +533,54 @@ inline bool frame_position(PyObject* frame, PyObject** code, int* lasti) {
   *code = c;
   *lasti = i;
   return true;
+}
+
+// The thread state's layout (3.8-3.13), read by running_frame. PyThreadState begins prev,
+// next, interp in every version; then 3.8-3.10 keep the frame object (`frame`), 3.11 and
+// 3.12 the _PyCFrame (`cframe`, whose `current_frame` is the interpreter frame), 3.13 the
+// interpreter frame (`current_frame`) (Include/cpython/pystate.h). _PyRuntime.gilstate's
+// tstate_current (3.8-3.11, Include/internal/pycore_runtime.h; 3.8 pycore_pystate.h) is
+// followed by autoInterpreterState; 3.12+ keep the current thread state in a thread-local
+// of libpython's own, which only its functions reach.
+namespace layout {
+constexpr int kTstateInterp = 16;
+constexpr int kTstateFrame310 = 24;                                  // 3.8-3.10
+constexpr int kTstateCFrame311 = 56, kCFrameCurrent311 = 8;          // 3.11
+constexpr int kTstateCFrame312 = 56, kCFrameCurrent312 = 0;          // 3.12
+constexpr int kTstateCurrentFrame313 = 72;                           // 3.13
+constexpr int kRuntimeTstateCurrent38 = 1368, kRuntimeTstateCurrent39 = 568, kRuntimeTstateCurrent311 = 576;
+}  // namespace layout
+
+// Checks the thread state's layout (layout::kTstate*, kRuntimeTstateCurrent*) once per
+// process, on 3.8-3.13, with the GIL held and a Python frame running: the interpreter must
+// be PyInterpreterState_Get's, the frame PyEval_GetFrame's (on 3.11-3.13 the interpreter
+// frame behind it, as frame_position reads it; so it needs frame_position's layout), and
+// tstate_current must hold the thread state, followed by the interpreter. Any pending
+// exception is kept as it was.
+void probe_thread_state();
+
+// The running frame as frame_position's route reads it (the frame object on 3.8-3.10, the
+// interpreter frame on 3.11-3.13: code at py.position_code, instruction at
+// py.position_raw), straight from the current thread state, when that thread state belongs
+// to `interp`. Null when it does not, when no Python frame runs, or before
+// probe_thread_state confirmed the layout. GIL held. Two reads of CPython's memory and at
+// most one call, where PyEval_GetFrame and PyInterpreterState_Get were two calls (each on
+// 3.12+ a __tls_get_addr) and, on 3.11+, a frame object made for the caller.
+//
+// The frame read is the topmost one, which PyEval_GetFrame skips when it is incomplete
+// (3.12+: not started, or a C-stack shim): its code or instruction then is not a started
+// frame's, so a caller comparing them with a site PyEval_GetFrame gave sees a difference
+// and takes its slow path.
+[[gnu::always_inline]] inline const char* running_frame(void* interp) {
+  if (py.tstate_frame < 0) return nullptr;
+  // Never null: the caller runs Python code, so this thread has a thread state, and
+  // 3.11's and 3.12's thread states always point at a _PyCFrame (their root one at least).
+  const char* ts = static_cast<const char*>(py.tstate_current ? __atomic_load_n(py.tstate_current, __ATOMIC_RELAXED)
+                                                             : py.ThreadState_Get());
+  if (*reinterpret_cast<void* const*>(ts + layout::kTstateInterp) != interp) return nullptr;
+  const char* f = *reinterpret_cast<const char* const*>(ts + py.tstate_frame);
+  if (py.tstate_frame_deref >= 0) f = *reinterpret_cast<const char* const*>(f + py.tstate_frame_deref);
+  return f;
 }
 
 // The line a frame is at, from a cursor over its code object's line table that is kept

@@ -71,14 +71,12 @@ bool strings_ready() {
 
 // Everything but a repeat of the thread's memo (access_repeats.h): out of line, so that
 // the hook's repeated path stays a few contiguous cache lines.
-[[gnu::noinline]] void observe_call(PyObject* fn, PyObject* const* args, size_t nargsf, PyObject* kwnames,
-                                    PyObject* res) {
+// `shape`: call_shape(nargsf, kwnames).
+[[gnu::noinline]] void observe_call(PyObject* fn, PyObject* const* args, size_t shape, PyObject* res) {
   const Observed* o = find(fn);
-  if (!o || kwnames || !forward_observable()) return;
-  // PY_VECTORCALL_ARGUMENTS_OFFSET is the top bit of nargsf.
-  size_t nargs = nargsf & ~(size_t(1) << (8 * sizeof(size_t) - 1));
+  if (!o || !forward_observable()) return;
   uint32_t kind = o->kind;
-  if (nargs != arguments_of_kind(kind)) return;
+  if (shape != call_shape(arguments_of_kind(kind), nullptr)) return;  // keywords, or another count
   PyObject* attr = kind == MODULE_GETATTR ? args[0] : args[1];
   // The repeated path (access_repeats.h) for a site other than the memo's, before
   // anything else is looked up. A module's __getattr__ is its site's object there: each
@@ -106,11 +104,12 @@ bool strings_ready() {
 // record, or the count of a repeat. The result and the error indicator go back as CPython
 // left them.
 PyObject* observed_entry(PyObject* fn, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  // What is left of nargsf and kwnames after the call is one word (fewer registers kept
+  // across it).
+  size_t shape = call_shape(nargsf, kwnames);
   PyObject* res = g_observer.function_vectorcall(fn, args, nargsf, kwnames);
-  if (__builtin_expect(res != nullptr, 1) &&
-      count_memo_repeat(fn, args, nargsf, kwnames, res, [] { return forward_observable(); }))
-    return res;
-  observe_call(fn, args, nargsf, kwnames, res);
+  if (__builtin_expect(res != nullptr, 1) && count_memo_repeat(fn, args, shape, res)) return res;
+  observe_call(fn, args, shape, res);
   return res;
 }
 

@@ -245,3 +245,74 @@ def test_near_misses_of_the_latest_site_are_not_merged(py, tmp_path):
     ok = at(FLAKY_LINE, outcome="ok")
     assert len(failed) == n and all(a["repeats"] == 0 for a in failed)
     assert sum(1 + a["repeats"] for a in ok) == n and len(ok) <= 4
+
+
+# What the hook's memo of its latest site stands for, changed in the middle of a loop: the
+# pytest test (PYTEST_CURRENT_TEST, set as pytest sets it), the module's class (a
+# `__class__` assignment), and the process (a fork child writes a file of its own).
+CHANGES = """\
+import os, sys, types
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "pkgs"))
+import lazy562
+N = int(sys.argv[1])
+def reads(n):
+    for _ in range(n):
+        lazy562.value
+os.environ["PYTEST_CURRENT_TEST"] = "t.py::first (call)"
+reads(N)
+os.environ["PYTEST_CURRENT_TEST"] = "t.py::second (call)"
+reads(N)
+del os.environ["PYTEST_CURRENT_TEST"]
+reads(N)
+class Lazy(types.ModuleType):
+    pass
+lazy562.__class__ = Lazy
+reads(N)
+sys.stdout.flush()
+pid = os.fork()
+if pid == 0:
+    reads(N)
+    os._exit(0)
+os.waitpid(pid, 0)
+reads(N)
+"""
+CHANGES_LINE = 7
+
+
+@pytest.mark.parametrize("py", PYS, ids=ident)
+def test_memo_follows_test_class_and_fork(py, tmp_path):
+    n = 2000
+    work = tmp_path / "w"
+    (work / "pkgs").mkdir(parents=True)
+    (work / "pkgs" / "lazy562.py").write_text(pep562_module(42))
+    (work / "changes.py").write_text(CHANGES)
+    out = tmp_path / "out"
+    r = run([py, "changes.py", str(n)], traced=True, outdir=str(out), cwd=str(work))
+    assert r.returncode == 0, r.stderr[-2000:]
+    files = traces(str(out))
+    assert len(files) == 2, files
+    parent = child = None
+    for f in files:
+        (p,) = json.loads(viewer("export", f, "--format", "json").stdout)["processes"]
+        mine = [a for a in p["proxy_accesses"]  # a child's file names the script by its full path
+                if os.path.basename(a["where"]["file"]) == "changes.py" and a["where"]["line"] == CHANGES_LINE]
+        if p["forked_from_pid"]:
+            child = mine
+        else:
+            parent = mine
+
+    def summary(recs):
+        return [(a["test"], a["repeats"], a["time_ns"]) for a in recs]
+
+    # The first test: the first three reads whole, the rest counted under them. The
+    # second test: its first read whole, its repeats counted under it, not the first's.
+    first = [a for a in parent if a["test"] == "t.py::first"]
+    second = [a for a in parent if a["test"] == "t.py::second"]
+    assert len(first) == 3 and sum(1 + a["repeats"] for a in first) == n, summary(parent)
+    assert len(second) == 1 and second[0]["repeats"] == n - 1, summary(parent)
+    # No test any more: one whole read; the class assigned: one more; the parent after the
+    # fork: counted under the latter.
+    untested = sorted((a for a in parent if not a["test"]), key=lambda a: a["time_ns"])
+    assert [a["repeats"] for a in untested] == [n - 1, 2 * n - 1], summary(parent)
+    # The child's own file: its first three reads whole again, its repeats counted there.
+    assert len(child) == 3 and sum(1 + a["repeats"] for a in child) == n, summary(child)
