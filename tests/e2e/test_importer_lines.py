@@ -173,8 +173,8 @@ def test_importer_lines_exact_in_a_long_module(py, tmp_path):
 # over), __import__, exec'd code, a class body, a `from package import submodule` (the
 # fromlist frame), a thread, an __init__ called often enough for 3.13 to specialise the
 # call (a shim frame under it), a profile function's "call" event (its frame sits on a
-# frame that has not started yet) and code run under a trace function (frame objects
-# with f_lineno set). The reference is the same finder as above: the first frame outside
+# frame that has not started yet), both of those again with the importer beyond them,
+# and code run under a trace function (frame objects with f_lineno set). The reference is the same finder as above: the first frame outside
 # importlib, its file, function and f_lineno.
 WALK_MAIN = '''\
 import sys, threading
@@ -235,6 +235,20 @@ sys.setprofile(profile)
 profiled()
 sys.setprofile(None)
 
+# Functions the walk passes over as importlib's (their file is in an importlib directory),
+# so that the importer is found beyond what CPython's own walk skips: the shim frame of a
+# C function calling Python (3.12+), and a profiled frame whose "call" event comes before
+# its first instruction (3.11).
+HOOKS = {{}}
+exec(compile("def key(i):\\n    return (__import__('wk_sorted_c%d' % i), i)[1]\\n"
+             "def profile(frame, event, arg):\\n"
+             "    if event == 'call' and frame.f_code.co_name == 'profiled':\\n"
+             "        import wk_profile_c\\n", "/wk/importlib/wk_hooks.py", "exec"), HOOKS)
+sorted([1, 2], key=HOOKS["key"])
+sys.setprofile(HOOKS["profile"])
+profiled()
+sys.setprofile(None)
+
 def traced():
     x = 1
     import wk_traced
@@ -271,7 +285,7 @@ def _write():
 
 WALK_LEAVES = (["wk_gen", "wk_yield_from", "wk_coro", "wk_sorted1", "wk_sorted2", "wk_map", "wk_genexp",
                 "wk_import_module", "wk_dunder", "wk_exec", "wk_exec_func", "wk_class", "wk_thread",
-                "wk_profile", "wk_traced"] + ["wk_init%d" % i for i in range(12)])
+                "wk_profile", "wk_traced", "wk_sorted_c1", "wk_sorted_c2", "wk_profile_c"] + ["wk_init%d" % i for i in range(12)])
 
 
 @pytest.mark.parametrize("py", interpreters() + sid_interpreters(), ids=ident)
@@ -303,3 +317,5 @@ def test_importers_through_every_kind_of_frame(py, tmp_path):
     # The cases the walk must get right are the ones asked for.
     assert reference["wk_sorted1"][1] == "<lambda>" and reference["wk_exec_func"][:2] == ["<wk>", "f"]
     assert reference["wk_pkg.wk_sub"][0] == "wk_main.py" and reference["wk_profile"][1] == "profile"
+    assert reference["wk_sorted_c1"][:2] == ["wk_main.py", "<module>"]
+    assert reference["wk_profile_c"][:2] == ["wk_main.py", "profiled"]
