@@ -140,6 +140,8 @@ CPythonSupport resolve_cpython_api(char* why, size_t why_size) {
   want(py.PyFrame_GetCode, "PyFrame_GetCode");
   want(py.PyCode_Addr2Line, "PyCode_Addr2Line");
   want(py.PyCode_Type, "PyCode_Type");
+  if (!need(py.PyThreadState_GetUnchecked, "PyThreadState_GetUnchecked"))
+    want(py.PyThreadState_GetUnchecked, "_PyThreadState_UncheckedGet");
   want(py.PyEval_GetGlobals, "PyEval_GetGlobals");
   want(py.PyCFunction_Type, "PyCFunction_Type");
   want(py.PyObject_Vectorcall, "PyObject_Vectorcall");
@@ -391,15 +393,28 @@ bool iframe_incomplete(const CPythonApi::IFrameLayout& l, const char* f) {
   return instr < code + l.instructions + 2 * static_cast<intptr_t>(first);  // 2: sizeof(_Py_CODEUNIT)
 }
 
-// _PyFrame_GetFirstComplete(f->previous): the frame PyFrame_GetBack would make an object
-// for. Counts the C-stack frames passed over in `shims` when asked.
-const char* iframe_back(const CPythonApi::IFrameLayout& l, const char* f, int* shims = nullptr) {
-  f = *reinterpret_cast<const char* const*>(f + l.previous);
+// _PyFrame_GetFirstComplete(f): `f` or the first frame before it that has started.
+// Counts the C-stack frames passed over in `shims` when asked.
+const char* iframe_first_complete(const CPythonApi::IFrameLayout& l, const char* f, int* shims = nullptr) {
   while (f && iframe_incomplete(l, f)) {
     if (shims && f[l.owner] == layout::kOwnedByCStack) ++*shims;
     f = *reinterpret_cast<const char* const*>(f + l.previous);
   }
   return f;
+}
+
+// _PyFrame_GetFirstComplete(f->previous): the frame PyFrame_GetBack would make an object for.
+const char* iframe_back(const CPythonApi::IFrameLayout& l, const char* f, int* shims = nullptr) {
+  return iframe_first_complete(l, *reinterpret_cast<const char* const*>(f + l.previous), shims);
+}
+
+// The thread's current interpreter frame where the thread state keeps it (its address
+// may be null: no frame), as _PyThreadState_GetFrame reads it, before the incomplete
+// ones are passed over.
+const char* iframe_current(const CPythonApi::IFrameLayout& l) {
+  const char* p = static_cast<const char*>(py.PyThreadState_GetUnchecked());
+  if (p && l.thread_cframe >= 0) p = *reinterpret_cast<const char* const*>(p + l.thread_cframe);
+  return p ? *reinterpret_cast<const char* const*>(p + l.current_frame) : nullptr;
 }
 
 // Whether `v` is where `code` (a code object) has its first RESUME, in code units, as the
@@ -448,6 +463,7 @@ void probe_interpreter_walk(PyObject* frame, const char* ifr) {
   py.PyErr_Fetch(&et, &ev, &tb);
   py.Py_IncRef(frame);
   PyObject* fo = frame;
+  const char* start = ifr;
   int shims = 0;
   bool ok = true;
   for (int guard = 0; ok && guard < 4096; ++guard) {
@@ -483,6 +499,14 @@ void probe_interpreter_walk(PyObject* frame, const char* ifr) {
   py.PyErr_Clear();
   py.PyErr_Restore(et, ev, tb);
   if (!ok || (py.minor >= 12 && shims == 0)) return;
+  // The thread state's route, where `frame` is the current frame (PyEval_GetFrame's):
+  // FrameWalk then starts there without making the innermost frame's object.
+  if (py.PyThreadState_GetUnchecked && py.PyEval_GetFrame() == frame) {
+    l.thread_cframe = v311 ? layout::kThreadCFrame311 : py.minor == 12 ? layout::kThreadCFrame312 : -1;
+    l.current_frame = v311 ? layout::kCFrameCurrentFrame311
+                           : py.minor == 12 ? layout::kCFrameCurrentFrame312 : layout::kThreadCurrentFrame313;
+    if (iframe_first_complete(l, iframe_current(l)) != start) l.thread_cframe = l.current_frame = -1;
+  }
   py.iframe = l;
 }
 
@@ -760,6 +784,10 @@ int frame_line(PyObject* frame, LineCursor* c) {
 }
 
 FrameWalk::FrameWalk(PyObject* start) {
+  if (!start && py.iframe.current_frame >= 0) {
+    iframe_ = iframe_first_complete(py.iframe, iframe_current(py.iframe));
+    return;
+  }
   PyObject* f = start ? start : py.PyEval_GetFrame();  // borrowed
   if (!f) return;
   probe_frame_layout(f);

@@ -143,6 +143,7 @@ struct CPythonApi {
   int (*PyFrame_GetLasti)(PyObject*) = nullptr;  // 3.11+: byte offset of the current instruction
   int (*PyCode_Addr2Line)(PyObject*, int) = nullptr;  // a code object's line at a byte offset
   PyObject* PyCode_Type = nullptr;
+  void* (*PyThreadState_GetUnchecked)() = nullptr;  // 3.13; 3.11, 3.12 _PyThreadState_UncheckedGet
   char* (*PyBytes_AsString)(PyObject*) = nullptr;
   Py_ssize_t (*PyBytes_Size)(PyObject*) = nullptr;
 
@@ -215,6 +216,11 @@ struct CPythonApi {
   struct IFrameLayout {
     int previous = -1, owner = -1, code = -1, frame_object = -1, instr = -1;
     int first_traceable = -1, instructions = -1;  // in the code object
+    // The current interpreter frame in the thread state: at current_frame in the object
+    // at thread_cframe (3.11, 3.12: tstate->cframe), or in the thread state itself
+    // (thread_cframe -1, 3.13); current_frame -1 until the probe found PyEval_GetFrame's
+    // frame there.
+    int thread_cframe = -1, current_frame = -1;
   } iframe;
   bool frame_layout_probed = false;
 };
@@ -305,6 +311,11 @@ constexpr int kCodeFirstLineno311 = 64, kCodeFirstTraceable311 = 160, kCodeInstr
 constexpr int kCodeFirstLineno312 = 60, kCodeFirstTraceable312 = 168, kCodeInstructions312 = 184;
 constexpr int kCodeFirstLineno313 = 60, kCodeFirstTraceable313 = 176, kCodeInstructions313 = 192;
 constexpr uint8_t kOpResume311 = 151, kOpResume313 = 149;  // 3.12 kept 3.11's number
+// PyThreadState (Include/cpython/pystate.h): 3.11 and 3.12 point at a _PyCFrame (cframe)
+// whose current_frame is the innermost interpreter frame; 3.13 keeps current_frame itself.
+constexpr int kThreadCFrame311 = 56, kCFrameCurrentFrame311 = 8;  // 3.11
+constexpr int kThreadCFrame312 = 56, kCFrameCurrentFrame312 = 0;  // 3.12
+constexpr int kThreadCurrentFrame313 = 72;
 constexpr int kMinCodeBytesOffset = 48, kMaxCodeBytesOffset = 512;  // a code object's header
 // PyFunctionObject is about twenty words on every version: a tp_vectorcall_offset past
 // this bound means a layout the tracer does not know.
@@ -578,7 +589,9 @@ int cursor_line(LineCursor* c, int addr);
 // goes through frame_back.
 class FrameWalk {
  public:
-  // From `start` (borrowed, a running frame object), or null: the innermost frame.
+  // From `start` (borrowed, a running frame object), or null: the innermost frame (on
+  // 3.11-3.13 read from the thread state, as PyEval_GetFrame does, without making its
+  // frame object).
   explicit FrameWalk(PyObject* start);
   ~FrameWalk() { if (frame_) py.Py_DecRef(frame_); }
   FrameWalk(const FrameWalk&) = delete;
