@@ -123,79 +123,70 @@ CodeInfo& code_info(PyObject* code, CodeInfo& scratch) {
 
 }  // namespace
 
+namespace {
+
+// Where the walk stands, as a CodeLocation.
+void locate(const FrameWalk& w, CodeInfo& ci, CodeLocation* out) {
+  out->file = ci.file;
+  out->function = ci.func;
+  int line = w.line(ci.lines.table ? &ci.lines : nullptr);
+  out->line = line > 0 ? static_cast<uint32_t>(line) : 0;
+  out->importlib = ci.importlib;
+}
+
+}  // namespace
+
 int capture_stack(CodeLocation* out, int max, bool skip_importlib, PyObject* start) {
   int n = 0;
-  PyObject* f = start ? start : py.PyEval_GetFrame();  // borrowed
-  if (!f) return 0;
-  py.Py_IncRef(f);
-  Ref frame(f);
-  for (int guard = 0; frame && n < max && guard < 256; ++guard) {
-    Ref code(frame_code(frame.get()));
-    if (code) {
+  FrameWalk w(start);
+  for (int guard = 0; !w.done() && n < max && guard < 256; ++guard) {
+    if (PyObject* code = w.code()) {  // borrowed
       CodeInfo scratch;
-      CodeInfo& ci = code_info(code.get(), scratch);
+      CodeInfo& ci = code_info(code, scratch);
       if (!(skip_importlib && ci.importlib)) {
-        CodeLocation& l = out[n++];
-        l.file = ci.file;
-        l.function = ci.func;
-        int line = frame_line(frame.get(), ci.lines.table ? &ci.lines : nullptr);
-        l.line = line > 0 ? static_cast<uint32_t>(line) : 0;
-        l.importlib = ci.importlib;
-        if (n == max) break;  // 3.11+ makes a frame object for every frame it is asked about
+        locate(w, ci, &out[n++]);
+        if (n == max) break;  // 3.14+ makes a frame object for every frame it is asked about
       }
-    } else {
-      py.PyErr_Clear();
     }
-    frame.reset(frame_back(frame.get()));
+    w.next();
   }
   return n;
 }
 
 bool capture_importer(CodeLocation* importer, CodeLocation* trigger, PyObject* fromlist_frame) {
-  PyObject* f = py.PyEval_GetFrame();  // borrowed
-  if (!f) return false;
-  py.Py_IncRef(f);
-  Ref frame(f);
+  FrameWalk w(nullptr);
   CodeLocation* want = importer;
-  for (int guard = 0; frame && guard < 256; ++guard) {
-    if (frame.get() == fromlist_frame && want == importer) {
+  for (int guard = 0; !w.done() && guard < 256; ++guard, w.next()) {
+    PyObject* code = w.code();  // borrowed
+    if (!code) continue;
+    CodeInfo scratch;
+    CodeInfo& ci = code_info(code, scratch);
+    if (want == importer && fromlist_frame && w.at(fromlist_frame)) {
       // The `from ... import` whose fromlist importlib is serving: its own frame is the
       // importer, wherever the walk stands (nothing in between was outside importlib).
-      return capture_stack(importer, 1, false, fromlist_frame) == 1;
+      locate(w, ci, importer);
+      return true;
     }
-    Ref code(frame_code(frame.get()));
-    if (code) {
-      CodeInfo scratch;
-      CodeInfo& ci = code_info(code.get(), scratch);
-      if (!ci.importlib) {
-        want->file = ci.file;
-        want->function = ci.func;
-        int line = frame_line(frame.get(), ci.lines.table ? &ci.lines : nullptr);
-        want->line = line > 0 ? static_cast<uint32_t>(line) : 0;
-        if (want == trigger) return true;
-        if (!ci.getattr_hook) {
-          // Code reached from a `from ... import` other than through importlib (a lazy
-          // attribute's descriptor, as six.moves has): that line triggered it.
-          if (fromlist_frame) capture_stack(trigger, 1, false, fromlist_frame);
-          return true;
-        }
-        want = trigger;  // a package's __getattr__: go on to what asked it
-      }
-    } else {
-      py.PyErr_Clear();
+    if (ci.importlib) continue;
+    locate(w, ci, want);
+    if (want == trigger) return true;
+    if (!ci.getattr_hook) {
+      // Code reached from a `from ... import` other than through importlib (a lazy
+      // attribute's descriptor, as six.moves has): that line triggered it.
+      if (fromlist_frame) capture_stack(trigger, 1, false, fromlist_frame);
+      return true;
     }
-    frame.reset(frame_back(frame.get()));
+    want = trigger;  // a package's __getattr__: go on to what asked it
   }
   return want != importer;
 }
 
 bool caller_is_importlib() {
-  PyObject* f = py.PyEval_GetFrame();  // borrowed
-  if (!f) return false;
-  Ref code(frame_code(f));
-  if (!code) { py.PyErr_Clear(); return false; }
+  FrameWalk w(nullptr);
+  PyObject* code = w.code();  // borrowed
+  if (!code) return false;
   CodeInfo scratch;
-  return code_info(code.get(), scratch).importlib;
+  return code_info(code, scratch).importlib;
 }
 
 CodeLocation function_location(PyObject* fn) {

@@ -143,7 +143,10 @@ CPythonSupport resolve_cpython_api(char* why, size_t why_size) {
   want(py.PyBytes_AsString, "PyBytes_AsString");
   want(py.PyBytes_Size, "PyBytes_Size");
   want(py.PyFrame_GetCode, "PyFrame_GetCode");
-  if (!need(py.ThreadState_Get, "PyThreadState_GetUnchecked")) want(py.ThreadState_Get, "_PyThreadState_UncheckedGet");
+  want(py.PyCode_Addr2Line, "PyCode_Addr2Line");
+  want(py.PyCode_Type, "PyCode_Type");
+  if (!need(py.PyThreadState_GetUnchecked, "PyThreadState_GetUnchecked"))
+    want(py.PyThreadState_GetUnchecked, "_PyThreadState_UncheckedGet");
   if (py.minor <= 11) want(g_runtime, "_PyRuntime");  // here, not under the GIL: dlsym takes the loader's lock
   want(py.PyEval_GetGlobals, "PyEval_GetGlobals");
   want(py.PyCFunction_Type, "PyCFunction_Type");
@@ -389,6 +392,140 @@ PyObject* type_of_slow(PyObject* o) {
 
 namespace {
 
+// 3.11-3.13: _PyFrame_IsIncomplete, for the version whose layout `l` is. 3.12 and 3.13
+// push a shim frame owned by the C stack at every entry to the interpreter loop (3.12's
+// test below would pass it over too: its trampoline code has no RESUME; 3.13's None in
+// f_executable has no code at all); a generator's frame counts as started; any other frame
+// whose instruction pointer is before its code's RESUME is still in its prologue (a
+// profile function's "call" event sees such a frame, and sys._getframe() never shows it).
+bool iframe_incomplete(const CPythonApi::IFrameLayout& l, const char* f) {
+  char owner = f[l.owner];
+  if (owner == layout::kOwnedByCStack) return true;
+  if (owner == layout::kOwnedByGenerator) return false;
+  const char* code = *reinterpret_cast<const char* const*>(f + l.code);
+  if (!code || type_of(reinterpret_cast<PyObject*>(const_cast<char*>(code))) != py.PyCode_Type) return true;
+  int first = *reinterpret_cast<const int*>(code + l.first_traceable);
+  const char* instr = *reinterpret_cast<const char* const*>(f + l.instr);
+  return instr < code + l.instructions + 2 * static_cast<intptr_t>(first);  // 2: sizeof(_Py_CODEUNIT)
+}
+
+// _PyFrame_GetFirstComplete(f): `f` or the first frame before it that has started.
+// Counts the C-stack frames passed over in `shims` when asked.
+const char* iframe_first_complete(const CPythonApi::IFrameLayout& l, const char* f, int* shims = nullptr) {
+  while (f && iframe_incomplete(l, f)) {
+    if (shims && f[l.owner] == layout::kOwnedByCStack) ++*shims;
+    f = *reinterpret_cast<const char* const*>(f + l.previous);
+  }
+  return f;
+}
+
+// _PyFrame_GetFirstComplete(f->previous): the frame PyFrame_GetBack would make an object for.
+const char* iframe_back(const CPythonApi::IFrameLayout& l, const char* f, int* shims = nullptr) {
+  return iframe_first_complete(l, *reinterpret_cast<const char* const*>(f + l.previous), shims);
+}
+
+// The thread's current interpreter frame where the thread state keeps it (its address
+// may be null: no frame), as _PyThreadState_GetFrame reads it, before the incomplete
+// ones are passed over.
+const char* iframe_current(const CPythonApi::IFrameLayout& l) {
+  const char* p = static_cast<const char*>(py.PyThreadState_GetUnchecked());
+  if (p && l.thread_cframe >= 0) p = *reinterpret_cast<const char* const*>(p + l.thread_cframe);
+  return p ? *reinterpret_cast<const char* const*>(p + l.current_frame) : nullptr;
+}
+
+// Whether `v` is where `code` (a code object) has its first RESUME, in code units, as the
+// public co_code shows it (without 3.12's instrumentation or the adaptive forms): what
+// CPython's init_code stores in _co_firsttraceable.
+bool is_first_traceable(PyObject* code, int v) {
+  if (!py.PyBytes_AsString || !py.PyBytes_Size) return false;
+  PyObject* b = py.PyObject_GetAttrString(code, "co_code");
+  if (!b) return false;
+  const char* bytes = py.PyBytes_AsString(b);
+  Py_ssize_t n = bytes ? py.PyBytes_Size(b) : 0;
+  uint8_t resume = py.minor >= 13 ? layout::kOpResume313 : layout::kOpResume311;
+  bool ok = v >= 0 && 2 * static_cast<Py_ssize_t>(v) < n && static_cast<uint8_t>(bytes[2 * v]) == resume;
+  for (int i = 0; ok && i < v; ++i) ok = static_cast<uint8_t>(bytes[2 * i]) != resume;
+  py.Py_DecRef(b);
+  return ok;
+}
+
+// 3.11-3.13: FrameWalk's route, checked on the whole running stack from `frame` (whose
+// interpreter frame `ifr` probe_interpreter_frame has just confirmed): at every step,
+// the interpreter frame the route reaches must be the one behind PyFrame_GetBack's frame
+// object (that object's f_frame, and its own frame_obj the object), with the code object
+// PyFrame_GetCode gives, co_firstlineno where the code object is expected to keep it,
+// _co_firsttraceable at its RESUME, the owner one a running frame has, and the stack's
+// end at the same place; on 3.12 and 3.13 the walk must have passed over the shim frame
+// that every entry to the interpreter loop pushes. Any mismatch leaves the route unset
+// (FrameWalk then goes through PyFrame_GetBack).
+void probe_interpreter_walk(PyObject* frame, const char* ifr) {
+  if (!py.PyFrame_GetBack || !py.PyCode_Type || !py.PyCode_Addr2Line) return;
+  bool v311 = py.minor == 11;
+  CPythonApi::IFrameLayout l;
+  l.previous = v311 ? layout::kIFramePrevious311 : layout::kIFramePrevious312;
+  l.owner = v311 ? layout::kIFrameOwner311 : layout::kIFrameOwner312;
+  l.code = py.position_code;
+  l.frame_object = v311 ? layout::kIFrameFrameObject311 : layout::kIFrameFrameObject312;
+  l.instr = layout::kIFrameInstr;
+  int firstlineno = py.ob_type_offset + (v311 ? layout::kCodeFirstLineno311
+                                        : py.minor == 12 ? layout::kCodeFirstLineno312 : layout::kCodeFirstLineno313);
+  l.first_traceable = py.ob_type_offset + (v311 ? layout::kCodeFirstTraceable311
+                                           : py.minor == 12 ? layout::kCodeFirstTraceable312
+                                                            : layout::kCodeFirstTraceable313);
+  l.instructions = py.ob_type_offset + (v311 ? layout::kCodeInstructions311
+                                        : py.minor == 12 ? layout::kCodeInstructions312 : layout::kCodeInstructions313);
+  if (l.instructions != py.position_delta) return;
+  PyObject *et = nullptr, *ev = nullptr, *tb = nullptr;
+  py.PyErr_Fetch(&et, &ev, &tb);
+  py.Py_IncRef(frame);
+  PyObject* fo = frame;
+  const char* start = ifr;
+  int shims = 0;
+  bool ok = true;
+  for (int guard = 0; ok && guard < 4096; ++guard) {
+    const char* fo_ifr = *reinterpret_cast<const char* const*>(reinterpret_cast<const char*>(fo) + py.position_deref);
+    ok = fo_ifr == ifr && *reinterpret_cast<PyObject* const*>(ifr + l.frame_object) == fo &&
+         (ifr[l.owner] == layout::kOwnedByThread || ifr[l.owner] == layout::kOwnedByGenerator) &&
+         !iframe_incomplete(l, ifr);
+    PyObject* code = ok ? py.PyFrame_GetCode(fo) : nullptr;
+    if (code) {
+      py.Py_DecRef(code);  // the running frame holds it
+      PyObject* line = py.PyObject_GetAttrString(code, "co_firstlineno");
+      long first = line ? py.PyLong_AsLong(line) : -1;
+      if (line) py.Py_DecRef(line);
+      const char* c = reinterpret_cast<const char*>(code);
+      ok = *reinterpret_cast<PyObject* const*>(ifr + l.code) == code && first > 0 &&
+           *reinterpret_cast<const int*>(c + firstlineno) == first &&
+           is_first_traceable(code, *reinterpret_cast<const int*>(c + l.first_traceable));
+    } else {
+      ok = false;
+    }
+    if (!ok) break;
+    PyObject* back = py.PyFrame_GetBack(fo);  // makes the frame object, once per frame
+    const char* mine = iframe_back(l, ifr, &shims);
+    py.Py_DecRef(fo);
+    fo = back;
+    ifr = mine;
+    if (!back || !mine) {
+      ok = !back && !mine;
+      break;
+    }
+  }
+  if (fo) py.Py_DecRef(fo);
+  py.PyErr_Clear();
+  py.PyErr_Restore(et, ev, tb);
+  if (!ok || (py.minor >= 12 && shims == 0)) return;
+  // The thread state's route, where `frame` is the current frame (PyEval_GetFrame's):
+  // FrameWalk then starts there without making the innermost frame's object.
+  if (py.PyThreadState_GetUnchecked && py.PyEval_GetFrame() == frame) {
+    l.thread_cframe = v311 ? layout::kTstateCFrame311 : py.minor == 12 ? layout::kTstateCFrame312 : -1;
+    l.current_frame = v311 ? layout::kCFrameCurrent311
+                           : py.minor == 12 ? layout::kCFrameCurrent312 : layout::kTstateCurrentFrame313;
+    if (iframe_first_complete(l, iframe_current(l)) != start) l.thread_cframe = l.current_frame = -1;
+  }
+  py.iframe = l;
+}
+
 // 3.11-3.13: the interpreter frame behind a running frame object, checked against the
 // accessors. The frame's own back pointer (frame_obj) must lead to the frame object, the
 // code object must be PyFrame_GetCode's, and the instruction pointer must sit
@@ -416,6 +553,7 @@ void probe_interpreter_frame(PyObject* frame) {
   py.position_delta = static_cast<int>(start);
   py.position_unit = 1;
   py.position_code = code;  // last: frame_position takes it as saying the others are set
+  probe_interpreter_walk(frame, ifr);
 }
 
 }  // namespace
@@ -465,10 +603,10 @@ void probe_frame_layout(PyObject* frame) {
 void probe_thread_state() {
   if (py.thread_state_probed) return;
   py.thread_state_probed = true;
-  if (py.minor < 8 || py.minor > 13 || !py.ThreadState_Get || py.position_code < 0) return;
+  if (py.minor < 8 || py.minor > 13 || !py.PyThreadState_GetUnchecked || py.position_code < 0) return;
   PyObject* frame = py.PyEval_GetFrame();  // borrowed
   void* interp = py.PyInterpreterState_Get();
-  const char* ts = static_cast<const char*>(py.ThreadState_Get());
+  const char* ts = static_cast<const char*>(py.PyThreadState_GetUnchecked());
   if (!frame || !interp || !ts || *reinterpret_cast<void* const*>(ts + layout::kTstateInterp) != interp) return;
   // What frame_position reads for the running frame: the frame object, or (3.11-3.13) the
   // interpreter frame it points to.
@@ -665,30 +803,98 @@ bool frame_position_slow(PyObject* frame, PyObject** code, int* lasti) {
   return true;
 }
 
+int cursor_line(LineCursor* c, int addr) {
+  if (!c || !c->table || addr < 0) return 0;
+  uint32_t a = static_cast<uint32_t>(addr);
+  if (c->format == LineFormat::lnotab) {
+    int line = lnotab_line(*c, a);
+    return line > 0 ? line : 0;
+  }
+  if (a < c->start || c->end == 0) {  // behind the cursor (a loop, a new call): restart
+    c->pos = c->start = c->end = 0;
+    c->computed = c->first;
+    c->line = -1;
+  }
+  bool found = true;
+  if (c->format == LineFormat::linetable_310)
+    while (c->end <= a && (found = advance_line_310(*c))) {}
+  else
+    while (c->end <= a && (found = advance_line(*c))) {}
+  return found && c->line > 0 ? c->line : 0;
+}
+
 int frame_line(PyObject* frame, LineCursor* c) {
   if (c && c->table) {
-    int addr = frame_lasti(frame);
-    if (addr >= 0) {
-      uint32_t a = static_cast<uint32_t>(addr);
-      if (c->format == LineFormat::lnotab) {
-        int line = lnotab_line(*c, a);
-        if (line > 0) return line;
-        return py.PyFrame_GetLineNumber(frame);
-      }
-      if (a < c->start || c->end == 0) {  // behind the cursor (a loop, a new call): restart
-        c->pos = c->start = c->end = 0;
-        c->computed = c->first;
-        c->line = -1;
-      }
-      bool found = true;
-      if (c->format == LineFormat::linetable_310)
-        while (c->end <= a && (found = advance_line_310(*c))) {}
-      else
-        while (c->end <= a && (found = advance_line(*c))) {}
-      if (found && c->line > 0) return c->line;
-    }
+    int line = cursor_line(c, frame_lasti(frame));
+    if (line > 0) return line;
   }
   return py.PyFrame_GetLineNumber(frame);
+}
+
+FrameWalk::FrameWalk(PyObject* start) {
+  if (!start && py.iframe.current_frame >= 0) {
+    iframe_ = iframe_first_complete(py.iframe, iframe_current(py.iframe));
+    return;
+  }
+  PyObject* f = start ? start : py.PyEval_GetFrame();  // borrowed
+  if (!f) return;
+  probe_frame_layout(f);
+  if (py.iframe.previous >= 0) {
+    iframe_ = *reinterpret_cast<const char* const*>(reinterpret_cast<const char*>(f) + py.position_deref);
+    return;
+  }
+  py.Py_IncRef(f);
+  frame_ = f;
+}
+
+void FrameWalk::next() {
+  if (iframe_) {
+    iframe_ = iframe_back(py.iframe, iframe_);
+    return;
+  }
+  if (!frame_) return;
+  PyObject* back = frame_back(frame_);
+  py.Py_DecRef(frame_);
+  frame_ = back;
+}
+
+PyObject* FrameWalk::code() const {
+  if (iframe_) {
+    // 3.13's f_executable is not always a code object (the shims' None, which the walk
+    // passes over): checked as CPython's own callers of _PyFrame_GetCode assert it.
+    PyObject* c = *reinterpret_cast<PyObject* const*>(iframe_ + py.iframe.code);
+    return c && type_of(c) == py.PyCode_Type ? c : nullptr;
+  }
+  if (!frame_) return nullptr;
+  PyObject* c = frame_code(frame_);
+  if (!c) {
+    py.PyErr_Clear();
+    return nullptr;
+  }
+  py.Py_DecRef(c);  // the running frame holds it
+  return c;
+}
+
+int FrameWalk::line(LineCursor* c) const {
+  if (!iframe_) return frame_ ? frame_line(frame_, c) : 0;
+  PyObject* co = code();
+  if (!co) return 0;
+  // PyFrame_GetLasti's offset (prev_instr, 3.13's instr_ptr, past the code's first
+  // instruction), negative before it; where the cursor gives no line, what
+  // PyFrame_GetLineNumber gives: the frame object's f_lineno while a trace function set
+  // it, else PyCode_Addr2Line at that offset (co_firstlineno for a negative one).
+  const char* instr = *reinterpret_cast<const char* const*>(iframe_ + py.iframe.instr);
+  int addr = static_cast<int>(instr - (reinterpret_cast<const char*>(co) + py.iframe.instructions));
+  int line = cursor_line(c, addr);
+  if (line > 0) return line;
+  PyObject* fo = *reinterpret_cast<PyObject* const*>(iframe_ + py.iframe.frame_object);
+  if (fo) return py.PyFrame_GetLineNumber(fo);
+  return py.PyCode_Addr2Line(co, addr);
+}
+
+bool FrameWalk::at(PyObject* frame) const {
+  if (!iframe_) return frame_ && frame_ == frame;
+  return frame && *reinterpret_cast<const char* const*>(reinterpret_cast<const char*>(frame) + py.position_deref) == iframe_;
 }
 
 }  // namespace imptrace

@@ -142,6 +142,9 @@ struct CPythonApi {
   PyObject* (*PyFrame_GetCode)(PyObject*) = nullptr;  // 3.9+, new reference
   int (*PyFrame_GetLineNumber)(PyObject*) = nullptr;
   int (*PyFrame_GetLasti)(PyObject*) = nullptr;  // 3.11+: byte offset of the current instruction
+  int (*PyCode_Addr2Line)(PyObject*, int) = nullptr;  // a code object's line at a byte offset
+  PyObject* PyCode_Type = nullptr;
+  void* (*PyThreadState_GetUnchecked)() = nullptr;  // 3.13; 3.11, 3.12 _PyThreadState_UncheckedGet
   char* (*PyBytes_AsString)(PyObject*) = nullptr;
   Py_ssize_t (*PyBytes_Size)(PyObject*) = nullptr;
 
@@ -207,16 +210,29 @@ struct CPythonApi {
   uintptr_t position_code_mask = 0;  // 0 (3.8-3.10) or all ones (3.11-3.13)
   int position_delta = 0;
   int position_unit = 1;
+  // FrameWalk's route through 3.11-3.13's interpreter frames (previous -1 until
+  // probe_frame_layout followed a running stack with it and met PyFrame_GetBack's frames
+  // at every step): where an interpreter frame keeps previous, owner, its code object, its
+  // frame object and its instruction pointer, and where a code object keeps
+  // _co_firsttraceable and its instructions (from the object's start).
+  struct IFrameLayout {
+    int previous = -1, owner = -1, code = -1, frame_object = -1, instr = -1;
+    int first_traceable = -1, instructions = -1;  // in the code object
+    // The current interpreter frame in the thread state: at current_frame in the object
+    // at thread_cframe (3.11, 3.12: tstate->cframe), or in the thread state itself
+    // (thread_cframe -1, 3.13); current_frame -1 until the probe found PyEval_GetFrame's
+    // frame there.
+    int thread_cframe = -1, current_frame = -1;
+  } iframe;
   bool frame_layout_probed = false;
 
   // The thread state, for the repeated proxy-access path (running_frame below). The
   // current thread state: read from tstate_current (3.8-3.11, &_PyRuntime.gilstate's
   // tstate_current) once probe_thread_state confirmed it, else asked of
-  // ThreadState_Get (_PyThreadState_UncheckedGet, 3.13's PyThreadState_GetUnchecked).
+  // PyThreadState_GetUnchecked (above).
   // Where it keeps its running frame: tstate_frame (3.8-3.10 the frame object, 3.11-3.12
   // the _PyCFrame, 3.13 the interpreter frame), then at tstate_frame_deref (3.11-3.12:
   // the _PyCFrame's interpreter frame); -1 until probe_thread_state confirmed it.
-  void* (*ThreadState_Get)() = nullptr;
   void* const* tstate_current = nullptr;
   int tstate_frame = -1;
   int tstate_frame_deref = -1;
@@ -297,6 +313,20 @@ constexpr int kFrameInterpreterFrame = 16;
 constexpr int kIFrameCode311 = 32, kIFrameFrameObject311 = 40;
 constexpr int kIFrameCode312 = 0, kIFrameFrameObject312 = 48;  // 3.12, 3.13
 constexpr int kIFrameInstr = 56;                               // 3.11-3.13
+// The rest of what walking interpreter frames needs (FrameWalk): previous (above), owner
+// (3.11: after stacktop and is_entry; 3.12, 3.13: after stacktop and return_offset), the
+// owners (enum _frameowner; 3.11 has no C-stack shim frames), and in the code object
+// (Include/cpython/code.h, from ob_type) co_firstlineno, _co_firsttraceable (the index of
+// the RESUME instruction: a frame whose instruction pointer is before it has not started,
+// _PyFrame_IsIncomplete) and co_code_adaptive, where the instructions start.
+constexpr int kIFramePrevious311 = 48, kIFrameOwner311 = 69;
+constexpr int kIFramePrevious312 = 8, kIFrameOwner312 = 70;  // 3.12, 3.13
+constexpr char kOwnedByThread = 0, kOwnedByGenerator = 1, kOwnedByCStack = 3;
+constexpr int kCodeFirstLineno311 = 64, kCodeFirstTraceable311 = 160, kCodeInstructions311 = 176;
+constexpr int kCodeFirstLineno312 = 60, kCodeFirstTraceable312 = 168, kCodeInstructions312 = 184;
+constexpr int kCodeFirstLineno313 = 60, kCodeFirstTraceable313 = 176, kCodeInstructions313 = 192;
+constexpr uint8_t kOpResume311 = 151, kOpResume313 = 149;  // 3.12 kept 3.11's number
+// The thread state's current frame: kTstate* below.
 constexpr int kMinCodeBytesOffset = 48, kMaxCodeBytesOffset = 512;  // a code object's header
 // PyFunctionObject is about twenty words on every version: a tp_vectorcall_offset past
 // this bound means a layout the tracer does not know.
@@ -494,8 +524,10 @@ PyObject* frame_code(PyObject* frame);
 
 // Checks layout::kFrame* on `frame` (a running frame object, GIL held) against its
 // attributes, once per process, on 3.8-3.10, and layout::kIFrame* against PyFrame_GetCode
-// and PyFrame_GetLasti on 3.11-3.13; sets the CPythonApi::frame_* or iframe_* offsets when
-// they match. Any pending exception is kept as it was.
+// and PyFrame_GetLasti on 3.11-3.13, and there layout::kIFramePrevious* and the rest of
+// FrameWalk's route by walking the whole stack both ways (this makes a frame object for
+// every frame on it, once); sets the CPythonApi::frame_*, position_* or iframe offsets
+// when they match. Any pending exception is kept as it was.
 void probe_frame_layout(PyObject* frame);
 
 // A running frame's code object (borrowed: the frame holds it) and the byte offset of its
@@ -576,7 +608,7 @@ void probe_thread_state();
   // Never null: the caller runs Python code, so this thread has a thread state, and
   // 3.11's and 3.12's thread states always point at a _PyCFrame (their root one at least).
   const char* ts = static_cast<const char*>(py.tstate_current ? __atomic_load_n(py.tstate_current, __ATOMIC_RELAXED)
-                                                             : py.ThreadState_Get());
+                                                             : py.PyThreadState_GetUnchecked());
   if (*reinterpret_cast<void* const*>(ts + layout::kTstateInterp) != interp) return nullptr;
   const char* f = *reinterpret_cast<const char* const*>(ts + py.tstate_frame);
   if (py.tstate_frame_deref >= 0) f = *reinterpret_cast<const char* const*>(f + py.tstate_frame_deref);
@@ -608,5 +640,42 @@ LineFormat line_format();
 // cursor stays unusable).
 bool line_cursor_init(LineCursor& c, PyObject* linetable, PyObject* firstlineno);
 int frame_line(PyObject* frame, LineCursor* c);
+// The same for byte offset `addr` (negative: none) in a code object: the line, or 0 when
+// the cursor does not give one.
+int cursor_line(LineCursor* c, int addr);
+
+// A walk from a running frame towards the outermost one (GIL held; nothing it passes is
+// kept). 3.11-3.13 keep their frames as internal interpreter frames and make a frame
+// object only when one is asked for: PyFrame_GetBack made one for every frame it passed
+// (importlib's five or so per nested import: an allocation, its deallocation later, and
+// the cache misses of both), and these objects lived as long as their frames. There,
+// once probe_frame_layout confirmed the layout, the walk follows the interpreter frames'
+// `previous` links itself, passing over the frames CPython's own PyFrame_GetBack passes
+// over (_PyFrame_GetFirstComplete: C-stack shim frames, frames not yet at their first
+// traceable instruction except a generator's), and touches no frame object. Elsewhere it
+// goes through frame_back.
+class FrameWalk {
+ public:
+  // From `start` (borrowed, a running frame object), or null: the innermost frame (on
+  // 3.11-3.13 read from the thread state, as PyEval_GetFrame does, without making its
+  // frame object).
+  explicit FrameWalk(PyObject* start);
+  ~FrameWalk() { if (frame_) py.Py_DecRef(frame_); }
+  FrameWalk(const FrameWalk&) = delete;
+  FrameWalk& operator=(const FrameWalk&) = delete;
+  bool done() const { return !frame_ && !iframe_; }
+  void next();
+  // This frame's code object, borrowed (the frame holds it); null (no error left) when
+  // there is none.
+  PyObject* code() const;
+  // Its line, from `c` (a cursor over code()'s line table) where it can, as frame_line.
+  int line(LineCursor* c) const;
+  // Whether this is the frame of `frame` (a running frame object).
+  bool at(PyObject* frame) const;
+
+ private:
+  PyObject* frame_ = nullptr;    // owned: the frame-object walk
+  const char* iframe_ = nullptr;  // the interpreter-frame walk
+};
 
 }  // namespace imptrace

@@ -165,3 +165,157 @@ def test_importer_lines_exact_in_a_long_module(py, tmp_path):
     assert max(reference.values()) > 65535
     # The out-of-order expression did run its lines backwards.
     assert reference["lt_order_b"] > reference["lt_order_a"], reference
+
+
+# Importers reached through every kind of frame the tracer's stack walk passes: generators
+# (resumed by next(), by `yield from`, by list() from C), coroutines, Python called back
+# from C (sorted's key, map), importlib.import_module (importlib's own frames, passed
+# over), __import__, exec'd code, a class body, a `from package import submodule` (the
+# fromlist frame), a thread, an __init__ called often enough for 3.13 to specialise the
+# call (a shim frame under it), a profile function's "call" event (its frame sits on a
+# frame that has not started yet), both of those again with the importer beyond them,
+# and code run under a trace function (frame objects with f_lineno set). The reference is the same finder as above: the first frame outside
+# importlib, its file, function and f_lineno.
+WALK_MAIN = '''\
+import sys, threading
+sys.path.insert(0, {root!r})
+import wk_finder
+
+def gen():
+    import wk_gen
+    yield 1
+next(gen())
+
+def inner_gen():
+    import wk_yield_from
+    yield 1
+def outer_gen():
+    yield from inner_gen()
+list(outer_gen())
+
+async def coro():
+    import wk_coro
+async def outer_coro():
+    await coro()
+try:
+    outer_coro().send(None)
+except StopIteration:
+    pass
+
+sorted([1, 2], key=lambda i: (__import__("wk_sorted%d" % i), i)[1])
+list(map(lambda n: __import__(n), ["wk_map"]))
+list(__import__(n) for n in ["wk_genexp"])
+import importlib
+importlib.import_module("wk_import_module")
+__import__("wk_dunder")
+exec("import wk_exec")
+exec(compile("def f():\\n    x = 1\\n    import wk_exec_func\\nf()\\n", "<wk>", "exec"))
+class Body:
+    import wk_class
+from wk_pkg import wk_sub
+
+def in_thread():
+    import wk_thread
+t = threading.Thread(target=in_thread)
+t.start()
+t.join()
+
+class Made:
+    def __init__(self, i):
+        __import__("wk_init%d" % i)
+for i in range(12):
+    Made(i)
+
+def profiled():
+    return 1
+def profile(frame, event, arg):
+    if event == "call" and frame.f_code.co_name == "profiled":
+        import wk_profile
+sys.setprofile(profile)
+profiled()
+sys.setprofile(None)
+
+# Functions the walk passes over as importlib's (their file is in an importlib directory),
+# so that the importer is found beyond what CPython's own walk skips: the shim frame of a
+# C function calling Python (3.12+), and a profiled frame whose "call" event comes before
+# its first instruction (3.11).
+HOOKS = {{}}
+exec(compile("def key(i):\\n    return (__import__('wk_sorted_c%d' % i), i)[1]\\n"
+             "def profile(frame, event, arg):\\n"
+             "    if event == 'call' and frame.f_code.co_name == 'profiled':\\n"
+             "        import wk_profile_c\\n", "/wk/importlib/wk_hooks.py", "exec"), HOOKS)
+sorted([1, 2], key=HOOKS["key"])
+sys.setprofile(HOOKS["profile"])
+profiled()
+sys.setprofile(None)
+
+def traced():
+    x = 1
+    import wk_traced
+    return x
+def tracer(frame, event, arg):
+    return tracer
+sys.settrace(tracer)
+traced()
+sys.settrace(None)
+'''
+
+WALK_FINDER = '''\
+import atexit, json, os, sys
+SEEN = {{}}
+
+class WalkFinder:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name.startswith(("wk_", "wk_pkg.")) and name not in SEEN:
+            f = sys._getframe(1)
+            while f and ("importlib" in f.f_code.co_filename):
+                f = f.f_back
+            code = f.f_code
+            SEEN[name] = [os.path.basename(code.co_filename), getattr(code, "co_qualname", code.co_name), f.f_lineno]
+        return None
+
+sys.meta_path.insert(0, WalkFinder)
+
+@atexit.register
+def _write():
+    with open({out!r}, "w") as out:
+        json.dump(SEEN, out)
+'''
+
+WALK_LEAVES = (["wk_gen", "wk_yield_from", "wk_coro", "wk_sorted1", "wk_sorted2", "wk_map", "wk_genexp",
+                "wk_import_module", "wk_dunder", "wk_exec", "wk_exec_func", "wk_class", "wk_thread",
+                "wk_profile", "wk_traced", "wk_sorted_c1", "wk_sorted_c2", "wk_profile_c"] + ["wk_init%d" % i for i in range(12)])
+
+
+@pytest.mark.parametrize("py", interpreters() + sid_interpreters(), ids=ident)
+def test_importers_through_every_kind_of_frame(py, tmp_path):
+    root = tmp_path / "src"
+    (root / "wk_pkg").mkdir(parents=True)
+    for name in WALK_LEAVES:
+        (root / (name + ".py")).write_text("VALUE = 1\n")
+    (root / "wk_pkg" / "__init__.py").write_text("")
+    (root / "wk_pkg" / "wk_sub.py").write_text("VALUE = 1\n")
+    (root / "wk_main.py").write_text(WALK_MAIN.format(root=str(root)))
+    (root / "wk_finder.py").write_text(WALK_FINDER.format(out=str(root / "reference.json")))
+    out = tmp_path / "traces"
+    r = run([py, str(root / "wk_main.py")], traced=True, outdir=str(out))
+    assert r.returncode == 0, r.stderr[-2000:]
+    with open(root / "reference.json") as f:
+        reference = json.load(f)
+    assert sorted(reference) == sorted(WALK_LEAVES + ["wk_pkg", "wk_pkg.wk_sub"])
+    files = traces(str(out))
+    assert len(files) == 1
+    recorded = {}
+    for imp in export(files[0])["processes"][0]["imports"]:
+        if imp["name"] in reference and imp["name"] not in recorded:
+            loc = imp["importer"] or {}
+            file, function, line = reference[imp["name"]]
+            recorded[imp["name"]] = [file if loc.get("file", "").endswith(file) else loc.get("file"),
+                                     loc.get("function"), loc.get("line")]
+    assert recorded == reference
+    # The cases the walk must get right are the ones asked for.
+    assert reference["wk_sorted1"][1] == "<lambda>" and reference["wk_exec_func"][:2] == ["<wk>", "f"]
+    assert reference["wk_pkg.wk_sub"][0] == "wk_main.py" and reference["wk_profile"][1] == "profile"
+    assert reference["wk_sorted_c1"][:2] == ["wk_main.py", "<module>"]
+    assert reference["wk_profile_c"][:2] == ["wk_main.py", "profiled"]
