@@ -408,3 +408,24 @@ def test_a_vendored_copy_under_another_name_is_still_a_missing_module(tmp_path):
     findings = json.loads(r.stdout)["findings"]
     missing = [f for f in findings if f["kind"] == "module_missing" and f["module"] == "mylib"]
     assert r.returncode == 1 and missing and missing[0]["severity"] == "warning", findings
+
+
+def test_failed_import_of_a_shadowing_file_names_the_file(tmp_path):
+    # A broken json.py first on PYTHONPATH: `import json` (made by requests) fails in the bad
+    # run. The error alone reads as if the stdlib's json were broken; the module the import
+    # made came from the shadowing file, and the story says so.
+    needs("requests")
+    (tmp_path / "app.py").write_text("import requests\n")
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "json.py").write_text('raise ImportError("broken copy")\n')
+    traced([PY, "app.py"], tmp_path / "good", cwd=str(tmp_path))
+    b = traced([PY, "app.py"], tmp_path / "bad", env={"PYTHONPATH": str(shim)}, cwd=str(tmp_path))
+    assert "broken copy" in b.stderr, b.stderr
+    r = viewer("diff", str(tmp_path / "good"), str(tmp_path / "bad"), "--format", "json")
+    first = json.loads(r.stdout)["findings"][0]
+    assert (first["kind"], first["module"]) == ("import_failed", "json"), first
+    assert "the failing json came from shim/json.py under %s, not from json/__init__.py" % tmp_path in first["summary"], first
+    assert first["bad"] == "ImportError: broken copy (from shim/json.py under %s)" % tmp_path, first
+    related = [x for x in first.get("related", []) if x["module"] == "requests"]
+    assert related and "came from" not in related[0]["summary"], related
