@@ -429,3 +429,21 @@ def test_failed_import_of_a_shadowing_file_names_the_file(tmp_path):
     assert first["bad"] == "ImportError: broken copy (from shim/json.py under %s)" % tmp_path, first
     related = [x for x in first.get("related", []) if x["module"] == "requests"]
     assert related and "came from" not in related[0]["summary"], related
+
+
+def test_module_that_replaced_itself_is_no_anomaly_in_show(tmp_path):
+    # pygments.lexers ends with `sys.modules[__name__] = _automodule(...)`, a ModuleType
+    # subclass with a __getattr__: the module chose to be that object, and
+    # pygments.lexers.python bound on it is bound on its parent (Python agrees: the
+    # attribute is the submodule).
+    needs("pygments")
+    code = ("import sys\nfrom pygments.lexers import PythonLexer\n"
+            "assert sys.modules['pygments.lexers'].python is sys.modules['pygments.lexers.python']\n")
+    traced([PY, "-c", code], tmp_path / "t")
+    shown = viewer("show", str(tmp_path / "t")).stdout
+    assert "sys.modules['pygments.lexers'] replaced" not in shown, shown
+    assert "not bound on its parent" not in shown, shown
+    assert "modules that replaced themselves under their own name: 1" in shown, shown
+    assert "children bound on what their parent replaced itself with: 1" in shown, shown
+    # A proxy it still is (a ModuleType subclass overriding __getattr__).
+    assert "proxy under sys.modules['pygments.lexers']" in shown, shown
