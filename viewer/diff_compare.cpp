@@ -55,6 +55,16 @@ std::string place_text(const Location& at, bool precise) {
   return (precise ? " at " : ", seen at the next import, at ") + format_location(at);
 }
 
+bool replaced_itself(const KeyHistory& h, std::string_view key) {
+  if (h.entries.size() != 2) return false;
+  const model::KeyEntry& first = h.entries[0];
+  const model::KeyEntry& self = h.entries[1];
+  if (!first.via_import || first.before_trace || self.via_import || !self.change || !self.during) return false;
+  const model::ModulesChange& c = *self.change;
+  return c.precision == model::Precision::Exact && !c.stack.empty() && self.during->name == key &&
+         !self.during->origin.empty() && c.stack[0].file == self.during->origin;
+}
+
 std::string history_text(const std::vector<EntryText>& h) {
   std::string s;
   size_t n = 0;

@@ -447,3 +447,22 @@ def test_module_that_replaced_itself_is_no_anomaly_in_show(tmp_path):
     assert "children bound on what their parent replaced itself with: 1" in shown, shown
     # A proxy it still is (a ModuleType subclass overriding __getattr__).
     assert "proxy under sys.modules['pygments.lexers']" in shown, shown
+
+
+def test_module_that_replaced_itself_in_the_bad_run_only_is_no_root_cause(tmp_path):
+    # Only the bad run imports pygments.lexers: that import is the difference
+    # (module_added); its self-replacement, and the children bound on it, are the module's
+    # design at info, not a proxy error ranked above it.
+    needs("pygments")
+    (tmp_path / "pg.py").write_text("import os, json\nif os.environ.get('HL'):\n"
+                                    "    from pygments.lexers import PythonLexer\n")
+    traced([PY, "pg.py"], tmp_path / "good", cwd=str(tmp_path))
+    traced([PY, "pg.py"], tmp_path / "bad", env={"HL": "1"}, cwd=str(tmp_path))
+    for args in ([str(tmp_path / "good"), str(tmp_path / "bad")],
+                 ["--good", str(tmp_path / "good"), "--bad", str(tmp_path / "bad")]):
+        r = viewer("diff", *args, "--format", "json")
+        findings = json.loads(r.stdout)["findings"]
+        assert (findings[0]["kind"], findings[0]["module"]) == ("module_added", "pygments"), findings[0]
+        about = [f for f in findings for f in [f] + f.get("related", []) if f["module"].startswith("pygments.lexers")]
+        assert about and all(f["severity"] == "info" for f in about), about
+        assert any("replaced itself under its own name" in f["summary"] for f in about), about
