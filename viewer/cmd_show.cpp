@@ -109,7 +109,10 @@ bool self_replacement(const model::Process& p, const model::ModulesChange& c) {
   int64_t in = p.import_position(c.during_import - 1);
   if (in < 0) return false;
   const model::Import& im = p.imports[static_cast<size_t>(in)];
-  return im.name.str() == c.key.str() && !im.origin.empty() && c.stack[0].file.str() == im.origin.str();
+  // The import returns the new object, whose spec may be missing (torch._VF's VFModule):
+  // then the file is the replaced module's.
+  const model::Str& file = !im.origin.empty() ? im.origin : c.old_object.file;
+  return im.name.str() == c.key.str() && !file.empty() && c.stack[0].file.str() == file.str();
 }
 
 // The bindings on an object a module replaced itself with, which is their parent.

@@ -61,8 +61,11 @@ bool replaced_itself(const KeyHistory& h, std::string_view key) {
   const model::KeyEntry& self = h.entries[1];
   if (!first.via_import || first.before_trace || self.via_import || !self.change || !self.during) return false;
   const model::ModulesChange& c = *self.change;
-  return c.precision == model::Precision::Exact && !c.stack.empty() && self.during->name == key &&
-         !self.during->origin.empty() && c.stack[0].file == self.during->origin;
+  // The import returns the new object, whose spec may be missing (torch._VF's VFModule):
+  // then the file is the replaced module's.
+  const model::Str& file = !self.during->origin.empty() ? self.during->origin : first.object->file;
+  return c.precision == model::Precision::Exact && !c.stack.empty() && self.during->name == key && !file.empty() &&
+         c.stack[0].file == file;
 }
 
 std::string history_text(const std::vector<EntryText>& h) {
