@@ -466,3 +466,24 @@ def test_module_that_replaced_itself_in_the_bad_run_only_is_no_root_cause(tmp_pa
         about = [f for f in findings for f in [f] + f.get("related", []) if f["module"].startswith("pygments.lexers")]
         assert about and all(f["severity"] == "info" for f in about), about
         assert any("replaced itself under its own name" in f["summary"] for f in about), about
+
+
+VF_LIKE = '''import sys, types
+class VFModule(types.ModuleType):
+    def __init__(self, name):
+        super().__init__(name)
+        self.vf = 1
+    def __getattr__(self, attr):
+        return getattr(self.vf, attr)
+sys.modules[__name__] = VFModule(__name__)
+'''
+
+
+def test_module_that_replaced_itself_with_an_object_without_spec_is_no_anomaly(tmp_path):
+    # torch/_VF.py's shape: the object it puts under its own name has no __spec__, so its
+    # import records no origin; the replaced module's file says it is the module's own line.
+    (tmp_path / "vf_like.py").write_text(VF_LIKE)
+    traced([PY, "-c", "import vf_like"], tmp_path / "t", cwd=str(tmp_path))
+    shown = viewer("show", str(tmp_path / "t")).stdout
+    assert "sys.modules['vf_like'] replaced" not in shown, shown
+    assert "modules that replaced themselves under their own name: 1" in shown, shown
