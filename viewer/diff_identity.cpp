@@ -321,6 +321,20 @@ void compare_key_histories(const Group& g, const Group& b, Findings& out) {
       }
       LifetimePart bpart, gpart;
       if (!differing_parts(*bad.proc, bh, *gp, *gh, bpart, gpart)) return;
+      // The module made its name an alias while it was imported (3.13's collections/abc.py)
+      // where the good run's interpreter imported it plainly (3.12): the standard library's
+      // design changed with the interpreter, nothing replaced the module.
+      auto plain_or_own_aliases = [&](const KeyHistory& h, const LifetimePart& part) {
+        if (part.end <= part.begin || !h.entries[part.begin].via_import || h.entries[part.end - 1].removed ||
+            !only_own_aliases(h, k, part))
+          return false;
+        for (size_t i = part.begin; i < part.end; ++i)
+          if (!h.entries[i].reloads.empty() || !h.entries[i].class_changes.empty()) return false;
+        return true;
+      };
+      if (!bh.has_proxy && !gh->has_proxy && bpart.end - bpart.begin > 1 && plain_or_own_aliases(bh, bpart) &&
+          plain_or_own_aliases(*gh, gpart))
+        return;
       std::vector<EntryText> be = materialize(*bad.proc, bh, bpart.begin, bpart.end);
       std::vector<EntryText> ge = materialize(*gp, *gh, gpart.begin, gpart.end);
       bool proxy_new = bh.has_proxy && !gh->has_proxy;

@@ -487,3 +487,21 @@ def test_module_that_replaced_itself_with_an_object_without_spec_is_no_anomaly(t
     shown = viewer("show", str(tmp_path / "t")).stdout
     assert "sys.modules['vf_like'] replaced" not in shown, shown
     assert "modules that replaced themselves under their own name: 1" in shown, shown
+
+
+def test_python_upgrade_is_no_collections_abc_replacement(tmp_path):
+    # The same program on 3.12 (good) and 3.13 (bad): 3.13's collections/abc.py makes its
+    # name an alias of _collections_abc while it is imported, 3.12 imports it plainly. The
+    # standard library changed with the interpreter; nothing replaced the module.
+    pys = {}
+    for v in ("3.12", "3.13"):
+        found = sorted(glob.glob("/root/.pyenv/versions/%s.*/bin/python" % v))
+        if not found:
+            pytest.skip("needs pyenv's Python %s" % v)
+        pys[v] = found[0]
+    for side, v in (("good", "3.12"), ("bad", "3.13")):
+        traced([pys[v], "-c", "import collections.abc, json"], tmp_path / side)
+    r = viewer("diff", str(tmp_path / "good"), str(tmp_path / "bad"), "--format", "json")
+    findings = json.loads(r.stdout)["findings"]
+    replaced = [f for f in findings for f in [f] + f.get("related", []) if f["kind"] == "sys_modules_replaced"]
+    assert not replaced, replaced
