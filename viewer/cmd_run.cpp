@@ -114,8 +114,31 @@ std::string plural(size_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
-// The closing lines: what the run caught and the command to look at it.
-void print_summary(const std::string& dir) {
+// A traced process with no end record that is still alive: one the command left behind
+// (multiprocessing's forkserver, which exits only when it sees its parent gone; a daemon).
+// Its trace is not finished, so it has not ended abnormally.
+bool still_running(const model::Process& p) {
+  return p.end.how == model::ProcessEnd::How::None && p.pid > 0 &&
+         (kill(static_cast<pid_t>(p.pid), 0) == 0 || errno == EPERM);
+}
+
+size_t count_running(const std::vector<model::Process>& procs) {
+  size_t n = 0;
+  for (const auto& p : procs) n += still_running(p);
+  return n;
+}
+
+bool group_alive(pid_t pgid) { return pgid > 0 && (kill(-pgid, 0) == 0 || errno == EPERM); }
+
+// The closing lines: what the run caught and the command to look at it. `pgid` is the
+// command's process group.
+void print_summary(const std::string& dir, pid_t pgid) {
+  // Processes the command left behind usually finish within moments of it (the
+  // forkserver sees its parent's pipe close; a child started last): counted before that,
+  // their imports and endings would be those of a half-written trace or none, different
+  // at every run. Up to 3 s for the group, then for traced processes outside it.
+  int waited_ms = 0;
+  for (; waited_ms < 3000 && group_alive(pgid); waited_ms += 50) usleep(50 * 1000);
   size_t files = count_trace_files(dir);
   if (files == 0) {
     std::cerr << "imptrace: no trace in " << dir << " (no Python process ran, or IMPTRACE_DISABLE was set in it)\n";
@@ -129,13 +152,27 @@ void print_summary(const std::string& dir) {
               << ", not readable: " << error << "\n";
     return;
   }
+  if (count_running(procs)) {
+    for (; waited_ms < 3000 && count_running(procs); waited_ms += 50) usleep(50 * 1000);
+    std::vector<model::Process> again;
+    std::vector<std::string> again_warnings;
+    if (reader::load_traces({dir}, again, error, again_warnings)) {
+      procs.swap(again);
+      warnings.swap(again_warnings);
+    }
+  }
   RunCounts n = count_run(procs);
   std::cerr << "imptrace: " << plural(n.processes, "process", "processes") << ", "
             << plural(n.imports, "import", "imports") << " (" << n.failed_imports << " failed), "
             << plural(n.anomalies, "anomaly", "anomalies");
-  size_t abnormal = 0;
-  for (const auto& p : procs) abnormal += model::ended_abnormally(p.end);
+  size_t abnormal = 0, running = 0;
+  for (const auto& p : procs) {
+    bool alive = still_running(p);
+    running += alive;
+    abnormal += !alive && model::ended_abnormally(p.end);
+  }
   if (abnormal) std::cerr << ", " << abnormal << " ended abnormally";
+  if (running) std::cerr << ", " << running << " still running (their traces are not complete)";
   if (!warnings.empty()) std::cerr << ", " << plural(warnings.size(), "reader warning", "reader warnings");
   std::cerr << "; traces in " << dir << "\n";
   std::cerr << "imptrace: next: imptrace show " << quoted(dir) << "   (against a passing run: imptrace diff GOOD "
@@ -155,7 +192,7 @@ void give_terminal(int fd, pid_t pgid) {
 
 // Forks and execs CMD in its own process group, forwards signals, waits; returns the
 // shell-style status.
-int run_traced(std::vector<char*>& argv) {
+int run_traced(std::vector<char*>& argv, pid_t& pgid) {
   int tty = -1;
   if (isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp()) tty = STDIN_FILENO;
 
@@ -181,6 +218,7 @@ int run_traced(std::vector<char*>& argv) {
     _exit(e == ENOENT ? 127 : 126);
   }
   setpgid(pid, pid);  // also here: whichever of the two runs first, the group exists
+  pgid = pid;
   if (tty >= 0) give_terminal(tty, pid);
   g_child_pgid = pid;
   struct sigaction sa {};
@@ -297,8 +335,9 @@ int run_run(const std::vector<std::string>& args) {
   std::vector<char*> argv;
   for (size_t j = i; j < args.size(); ++j) argv.push_back(const_cast<char*>(args[j].c_str()));
   argv.push_back(nullptr);
-  int status = run_traced(argv);
-  print_summary(dir);
+  pid_t pgid = -1;
+  int status = run_traced(argv, pgid);
+  print_summary(dir, pgid);
   return status;
 }
 

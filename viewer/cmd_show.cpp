@@ -98,6 +98,38 @@ bool main_module_swap(const model::ModulesChange& c) {
          ends_with("multiprocessing/spawn.py");
 }
 
+// A module that put another object under its own name while it was itself imported, by a
+// line of its own file: `sys.modules[__name__] = Wrapper(...)` (pygments.lexers,
+// torch.backends.cudnn, torch._VF). The module's design: that object is the module from
+// then on, and children bound on it are bound on their parent.
+bool self_replacement(const model::Process& p, const model::ModulesChange& c) {
+  if (c.by_import_system || c.op != model::ChangeOp::Set || !c.during_import || !c.new_object.present ||
+      c.stack.empty() || c.precision != model::Precision::Exact)
+    return false;
+  int64_t in = p.import_position(c.during_import - 1);
+  if (in < 0) return false;
+  const model::Import& im = p.imports[static_cast<size_t>(in)];
+  // The import returns the new object, whose spec may be missing (torch._VF's VFModule):
+  // then the file is the replaced module's.
+  const model::Str& file = !im.origin.empty() ? im.origin : c.old_object.file;
+  return im.name.str() == c.key.str() && !file.empty() && c.stack[0].file.str() == file.str();
+}
+
+// The bindings on an object a module replaced itself with, which is their parent.
+std::vector<bool> bound_on_self_replacement(const model::Process& p) {
+  std::set<std::pair<std::string, uint64_t>> replaced;  // (key, object put there)
+  for (const auto& c : p.modules_changes)
+    if (self_replacement(p, c)) replaced.insert({c.key.str(), c.new_object.id});
+  std::vector<bool> out(p.bindings.size(), false);
+  if (replaced.empty()) return out;
+  for (size_t i = 0; i < p.bindings.size(); ++i) {
+    const auto& b = p.bindings[i];
+    out[i] = b.status == model::BindingStatus::OnProxy && b.bound_on.present &&
+             replaced.count({b.parent.str(), b.bound_on.id});
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<Anomaly> find_anomalies(const model::Process& p) {
@@ -125,7 +157,7 @@ std::vector<Anomaly> find_anomalies(const model::Process& p) {
     const auto& c = p.modules_changes[i];
     if (c.by_import_system || c.op != model::ChangeOp::Set || !c.old_object.present ||
         !c.new_object.present || c.old_object.id == c.new_object.id || own_alias(c) ||
-        main_module_swap(c))
+        main_module_swap(c) || self_replacement(p, c))
       continue;
     // The old object under the key again later (mock.patch.dict(sys.modules) and
     // monkeypatch.setitem restore what they replaced): where it was put back.
@@ -157,9 +189,11 @@ std::vector<Anomaly> find_anomalies(const model::Process& p) {
   for (const auto& c : p.modules_changes) proxy_under(c.key, c.new_object);
   for (const auto& im : p.imports) proxy_under(im.name, im.object);
   const std::vector<bool> later = bound_later(p);
+  const std::vector<bool> on_self = bound_on_self_replacement(p);
   for (size_t i = 0; i < p.bindings.size(); ++i) {
     const auto& b = p.bindings[i];
-    if (b.status == model::BindingStatus::Bound || later[i] || model::shadowed_by_own_attribute(b)) continue;
+    if (b.status == model::BindingStatus::Bound || later[i] || on_self[i] || model::shadowed_by_own_attribute(b))
+      continue;
     out.push_back({"binding_not_bound", b.parent,
                    "child " + b.child_module() + " not bound on its parent: " +
                        model::binding_status_name(b.status) + " (parent is " + describe_object(b.bound_on) + ")",
@@ -295,6 +329,8 @@ struct ProcessCounts {
   size_t failed_access = 0;      // failed proxy accesses worth a look...
   size_t expected_failures = 0;  // ...and those normal Python makes
   size_t main_swaps = 0;         // runpy's and multiprocessing's '__main__' swaps
+  size_t self_replaced = 0;      // modules that replaced themselves under their own name...
+  size_t bound_on_self = 0;      // ...and children bound on what they replaced themselves with
   uint64_t access_repeats = 0;   // counted by the tracer, not recorded (never failures)
 };
 
@@ -309,13 +345,18 @@ ProcessCounts count_process(const model::Process& p, const std::vector<bool>& re
     if (im.object.present && im.object.is_proxy()) proxies.insert(im.object.id);
   n.proxies = proxies.size();
   const std::vector<bool> later = bound_later(p);
+  const std::vector<bool> on_self = bound_on_self_replacement(p);
   for (size_t i = 0; i < p.bindings.size(); ++i) {
     if (p.bindings[i].status == model::BindingStatus::Bound) continue;
     if (later[i]) ++n.not_bound_yet;
+    else if (on_self[i]) ++n.bound_on_self;
     else if (model::shadowed_by_own_attribute(p.bindings[i])) ++n.shadowed;
     else ++n.not_bound;
   }
-  for (const auto& c : p.modules_changes) n.main_swaps += !c.by_import_system && main_module_swap(c);
+  for (const auto& c : p.modules_changes) {
+    n.main_swaps += !c.by_import_system && main_module_swap(c);
+    n.self_replaced += self_replacement(p, c);
+  }
   for (const auto& a : p.proxy_accesses) {
     n.access_repeats += a.repeats;
     if (a.ok) continue;
@@ -333,7 +374,8 @@ void show_counts(const model::Process& p, const ProcessCounts& n, std::ostream& 
       << "  proxy accesses: " << p.proxy_accesses.size() << " (" << n.failed_access << " failed)";
   if (n.access_repeats) out << " + " << n.access_repeats << " repeats counted";
   out << "\n";
-  if (n.repeats || n.not_bound_yet || n.shadowed || n.expected_failures || n.main_swaps) {
+  if (n.repeats || n.not_bound_yet || n.shadowed || n.expected_failures || n.main_swaps || n.self_replaced ||
+      n.bound_on_self) {
     out << "  normal Python, not anomalies:";
     if (n.repeats) out << "  repeat imports that found the module already loaded: " << n.repeats;
     if (n.not_bound_yet) out << "  children bound when their outer import finished: " << n.not_bound_yet;
@@ -341,6 +383,8 @@ void show_counts(const model::Process& p, const ProcessCounts& n, std::ostream& 
     if (n.expected_failures)
       out << "  expected failed lookups (dunder probes, failure reporting): " << n.expected_failures;
     if (n.main_swaps) out << "  main module swapped in by runpy or multiprocessing: " << n.main_swaps;
+    if (n.self_replaced) out << "  modules that replaced themselves under their own name: " << n.self_replaced;
+    if (n.bound_on_self) out << "  children bound on what their parent replaced itself with: " << n.bound_on_self;
     out << "\n";
   }
 }

@@ -151,9 +151,18 @@ void compare_child_bindings(const Group& g, const Group& b, Findings& out) {
         auto it = good_of.find(Group::child_key(gbf.b->parent, gbf.b->attribute));
         if (it != good_of.end() && !it->second) it->second = &gbf;
       }
+  Group::KeyUnion scratch;
   for (auto& kv : same_way) {
     const model::Binding& bd = *kv.second.front().second->b;
-    out.add(binding_finding(kv.second, good_of.at(Group::child_key(bd.parent, bd.attribute)), role));
+    Finding f = binding_finding(kv.second, good_of.at(Group::child_key(bd.parent, bd.attribute)), role);
+    // Children bound on a parent that replaced itself (or on the module before it did), in
+    // a key the good run never had: the parent's design, in a module only bad imported.
+    const KeyHistory* parent = kv.second.front().first->history->find(bd.parent);
+    if (parent && !g.find_key(bd.parent.str(), scratch) && replaced_itself(*parent, bd.parent.str())) {
+      f.severity = Severity::Info;
+      f.summary += " (" + bd.parent + " replaced itself under its own name while it was imported; the good run did not import it)";
+    }
+    out.add(std::move(f));
   }
 }
 

@@ -55,6 +55,19 @@ std::string place_text(const Location& at, bool precise) {
   return (precise ? " at " : ", seen at the next import, at ") + format_location(at);
 }
 
+bool replaced_itself(const KeyHistory& h, std::string_view key) {
+  if (h.entries.size() != 2) return false;
+  const model::KeyEntry& first = h.entries[0];
+  const model::KeyEntry& self = h.entries[1];
+  if (!first.via_import || first.before_trace || self.via_import || !self.change || !self.during) return false;
+  const model::ModulesChange& c = *self.change;
+  // The import returns the new object, whose spec may be missing (torch._VF's VFModule):
+  // then the file is the replaced module's.
+  const model::Str& file = !self.during->origin.empty() ? self.during->origin : first.object->file;
+  return c.precision == model::Precision::Exact && !c.stack.empty() && self.during->name == key && !file.empty() &&
+         c.stack[0].file == file;
+}
+
 std::string history_text(const std::vector<EntryText>& h) {
   std::string s;
   size_t n = 0;

@@ -151,6 +151,21 @@ void proxy_finding(const std::string& key, const std::vector<EntryText>& bh,
   }
 }
 
+// A module that replaced itself under its own name in a key the good run never had: info,
+// told as what it is (the module is module_added; its design is no root cause).
+void self_replaced_finding(const std::string& key, const std::vector<EntryText>& bh, const ProcFacts& pf,
+                           const std::string& role, Findings& out) {
+  const EntryText& e = bh.back();
+  Finding f = key_finding(e.obj.is_proxy() ? Kind::ProxyInSysModules : Kind::SysModulesReplaced, key, bh, nullptr,
+                          pf, role);
+  f.severity = Severity::Info;
+  f.summary = "module '" + key + "' replaced itself under its own name while it was imported with " +
+              describe(e.obj, e.origin) + place_text(e.set_by, e.precise) +
+              " (the module's own design; the good run did not import it)";
+  place_at(f, e);
+  out.add(std::move(f));
+}
+
 size_t reload_count(const std::vector<EntryText>& h) {
   size_t n = 0;
   for (const auto& e : h) n += e.reloads.size();
@@ -291,7 +306,9 @@ void compare_key_histories(const Group& g, const Group& b, Findings& out) {
                                     [](const EntryText& e) { return model::is_import_blocker(e.obj); });
         if (blocker != be.end()) blocked_finding(k, *blocker, be, nullptr, *bad.proc, role, out);
         reload_finding(k, be, nullptr, *bad.proc, role, out);
-        if (bh.has_proxy) {
+        if (replaced_itself(bh, k)) {
+          self_replaced_finding(k, be, *bad.proc, role, out);
+        } else if (bh.has_proxy) {
           proxy_finding(k, be, nullptr, *bad.proc, role, out);
         } else if (blocker == be.end()) {
           for (const LifetimePart& part : lifetime_parts(bh))
@@ -304,6 +321,20 @@ void compare_key_histories(const Group& g, const Group& b, Findings& out) {
       }
       LifetimePart bpart, gpart;
       if (!differing_parts(*bad.proc, bh, *gp, *gh, bpart, gpart)) return;
+      // The module made its name an alias while it was imported (3.13's collections/abc.py)
+      // where the good run's interpreter imported it plainly (3.12): the standard library's
+      // design changed with the interpreter, nothing replaced the module.
+      auto plain_or_own_aliases = [&](const KeyHistory& h, const LifetimePart& part) {
+        if (part.end <= part.begin || !h.entries[part.begin].via_import || h.entries[part.end - 1].removed ||
+            !only_own_aliases(h, k, part))
+          return false;
+        for (size_t i = part.begin; i < part.end; ++i)
+          if (!h.entries[i].reloads.empty() || !h.entries[i].class_changes.empty()) return false;
+        return true;
+      };
+      if (!bh.has_proxy && !gh->has_proxy && bpart.end - bpart.begin > 1 && plain_or_own_aliases(bh, bpart) &&
+          plain_or_own_aliases(*gh, gpart))
+        return;
       std::vector<EntryText> be = materialize(*bad.proc, bh, bpart.begin, bpart.end);
       std::vector<EntryText> ge = materialize(*gp, *gh, gpart.begin, gpart.end);
       bool proxy_new = bh.has_proxy && !gh->has_proxy;

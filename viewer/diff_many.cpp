@@ -190,6 +190,12 @@ void history_facts(const ProcFacts& f, Collector& c) {
       fi->summary = k + ": " + fi->detail;
       fi->subject = k + " changed";
     }
+    // The module's own design (pygments.lexers): where it separates the runs, importing
+    // the module at all does too (module_added).
+    if (replaced_itself(h, name)) {
+      fi->severity = Severity::Info;
+      fi->summary += " (the module replaced itself under its own name while it was imported)";
+    }
   }
 }
 
@@ -231,6 +237,11 @@ void binding_facts(const ProcFacts& f, Collector& c) {
     if (pos >= 0) {
       Location l = f.norm->loc(f.p->imports[pos].importer);
       if (!l.empty()) fi->where.push_back(l);
+    }
+    const KeyHistory* parent = f.history->find(b.parent);
+    if (parent && replaced_itself(*parent, b.parent.str())) {
+      fi->severity = Severity::Info;
+      fi->summary += " (" + b.parent + " replaced itself under its own name while it was imported)";
     }
   }
 }
@@ -673,10 +684,20 @@ struct Story {
   bool bad_side = true;
 };
 
+// A story that is only info (noise, or a module's own design) ranks after one that
+// separates as well with a warning or an error, as in the two-run diff.
+bool info_only(const Story& s) {
+  if (s.primary.f.severity != Severity::Info) return false;
+  for (const auto& r : s.related)
+    if (r.f.severity != Severity::Info) return false;
+  return true;
+}
+
 bool better_story(const Story& a, const Story& b) {
   if (a.sep != b.sep) return a.sep > b.sep;
   if (a.frac != b.frac) return a.frac > b.frac;
   if (a.bad_side != b.bad_side) return a.bad_side;
+  if (info_only(a) != info_only(b)) return !info_only(a);
   Ranked x = a.primary, y = b.primary;
   x.sep = y.sep = x.frac = y.frac = 0;
   return better(x, y);

@@ -61,6 +61,20 @@ std::string rooted_text(const RootedPath& r) {
 }
 
 
+// The file of the module a failed import put under its key before its code raised
+// (importlib takes it out again: the removal names it), "" when it made none
+// (ModuleNotFoundError).
+std::string failed_module_file(const Process& p, const Import& im) {
+  for (const auto& c : p.modules_changes) {
+    if (c.time_ns < im.begin_ns || c.time_ns > im.end_ns) continue;
+    if (!(c.key == im.name)) continue;
+    // Its insertion is the import system's own (no record); its removal carries it.
+    const model::ObjectRef& o = c.op == model::ChangeOp::Set ? c.new_object : c.old_object;
+    if (o.present && !o.file.empty()) return o.file.str();
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string normalize_loader(const std::string& l) {
@@ -166,6 +180,23 @@ void compare_failed(const Group& g, const Group& b, Findings& out) {
         }
       }
       f.bad = im.error_text();
+      // The module the failing import made came from another file than the good run's
+      // (a file shadowing it on sys.path): that file, not the module's own code, is what
+      // the user has to look at, and the error alone does not say so.
+      const ModFacts* good_ok = gm ? gm->ok_facts : nullptr;
+      std::string made_from = failed_module_file(*x.first->p, im);
+      if (was_ok && good_ok && !made_from.empty()) {
+        const Import& gim = *good_ok->first_ok;
+        if (!gim.origin.empty() && clean_absolute(made_from) != clean_absolute(gim.origin)) {
+          RootedPath br = outer_rooted(clean_absolute(made_from), x.first->p->sys_path_roots());
+          RootedPath gr = outer_rooted(clean_absolute(gim.origin), good_ok->ok_process->p->sys_path_roots());
+          if (br.root.empty() || gr.root.empty() || br.rel != gr.rel) {
+            f.summary += "; the failing " + f.module + " came from " + rooted_text(br) + ", not from " +
+                         rooted_text(gr) + " as in the good run";
+            f.bad += " (from " + rooted_text(br) + ")";
+          }
+        }
+      }
       f.good = was_ok ? "imported fine"
                       : (gm && !gm->failed.empty() ? "failed with " + gm->failed.front().second->error_text()
                                                : "not imported");

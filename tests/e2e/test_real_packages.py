@@ -408,3 +408,100 @@ def test_a_vendored_copy_under_another_name_is_still_a_missing_module(tmp_path):
     findings = json.loads(r.stdout)["findings"]
     missing = [f for f in findings if f["kind"] == "module_missing" and f["module"] == "mylib"]
     assert r.returncode == 1 and missing and missing[0]["severity"] == "warning", findings
+
+
+def test_failed_import_of_a_shadowing_file_names_the_file(tmp_path):
+    # A broken json.py first on PYTHONPATH: `import json` (made by requests) fails in the bad
+    # run. The error alone reads as if the stdlib's json were broken; the module the import
+    # made came from the shadowing file, and the story says so.
+    needs("requests")
+    (tmp_path / "app.py").write_text("import requests\n")
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "json.py").write_text('raise ImportError("broken copy")\n')
+    traced([PY, "app.py"], tmp_path / "good", cwd=str(tmp_path))
+    b = traced([PY, "app.py"], tmp_path / "bad", env={"PYTHONPATH": str(shim)}, cwd=str(tmp_path))
+    assert "broken copy" in b.stderr, b.stderr
+    r = viewer("diff", str(tmp_path / "good"), str(tmp_path / "bad"), "--format", "json")
+    first = json.loads(r.stdout)["findings"][0]
+    assert (first["kind"], first["module"]) == ("import_failed", "json"), first
+    assert "the failing json came from shim/json.py under %s, not from json/__init__.py" % tmp_path in first["summary"], first
+    assert first["bad"] == "ImportError: broken copy (from shim/json.py under %s)" % tmp_path, first
+    related = [x for x in first.get("related", []) if x["module"] == "requests"]
+    assert related and "came from" not in related[0]["summary"], related
+
+
+def test_module_that_replaced_itself_is_no_anomaly_in_show(tmp_path):
+    # pygments.lexers ends with `sys.modules[__name__] = _automodule(...)`, a ModuleType
+    # subclass with a __getattr__: the module chose to be that object, and
+    # pygments.lexers.python bound on it is bound on its parent (Python agrees: the
+    # attribute is the submodule).
+    needs("pygments")
+    code = ("import sys\nfrom pygments.lexers import PythonLexer\n"
+            "assert sys.modules['pygments.lexers'].python is sys.modules['pygments.lexers.python']\n")
+    traced([PY, "-c", code], tmp_path / "t")
+    shown = viewer("show", str(tmp_path / "t")).stdout
+    assert "sys.modules['pygments.lexers'] replaced" not in shown, shown
+    assert "not bound on its parent" not in shown, shown
+    assert "modules that replaced themselves under their own name: 1" in shown, shown
+    assert "children bound on what their parent replaced itself with: 1" in shown, shown
+    # A proxy it still is (a ModuleType subclass overriding __getattr__).
+    assert "proxy under sys.modules['pygments.lexers']" in shown, shown
+
+
+def test_module_that_replaced_itself_in_the_bad_run_only_is_no_root_cause(tmp_path):
+    # Only the bad run imports pygments.lexers: that import is the difference
+    # (module_added); its self-replacement, and the children bound on it, are the module's
+    # design at info, not a proxy error ranked above it.
+    needs("pygments")
+    (tmp_path / "pg.py").write_text("import os, json\nif os.environ.get('HL'):\n"
+                                    "    from pygments.lexers import PythonLexer\n")
+    traced([PY, "pg.py"], tmp_path / "good", cwd=str(tmp_path))
+    traced([PY, "pg.py"], tmp_path / "bad", env={"HL": "1"}, cwd=str(tmp_path))
+    for args in ([str(tmp_path / "good"), str(tmp_path / "bad")],
+                 ["--good", str(tmp_path / "good"), "--bad", str(tmp_path / "bad")]):
+        r = viewer("diff", *args, "--format", "json")
+        findings = json.loads(r.stdout)["findings"]
+        assert (findings[0]["kind"], findings[0]["module"]) == ("module_added", "pygments"), findings[0]
+        about = [f for f in findings for f in [f] + f.get("related", []) if f["module"].startswith("pygments.lexers")]
+        assert about and all(f["severity"] == "info" for f in about), about
+        assert any("replaced itself under its own name" in f["summary"] for f in about), about
+
+
+VF_LIKE = '''import sys, types
+class VFModule(types.ModuleType):
+    def __init__(self, name):
+        super().__init__(name)
+        self.vf = 1
+    def __getattr__(self, attr):
+        return getattr(self.vf, attr)
+sys.modules[__name__] = VFModule(__name__)
+'''
+
+
+def test_module_that_replaced_itself_with_an_object_without_spec_is_no_anomaly(tmp_path):
+    # torch/_VF.py's shape: the object it puts under its own name has no __spec__, so its
+    # import records no origin; the replaced module's file says it is the module's own line.
+    (tmp_path / "vf_like.py").write_text(VF_LIKE)
+    traced([PY, "-c", "import vf_like"], tmp_path / "t", cwd=str(tmp_path))
+    shown = viewer("show", str(tmp_path / "t")).stdout
+    assert "sys.modules['vf_like'] replaced" not in shown, shown
+    assert "modules that replaced themselves under their own name: 1" in shown, shown
+
+
+def test_python_upgrade_is_no_collections_abc_replacement(tmp_path):
+    # The same program on 3.12 (good) and 3.13 (bad): 3.13's collections/abc.py makes its
+    # name an alias of _collections_abc while it is imported, 3.12 imports it plainly. The
+    # standard library changed with the interpreter; nothing replaced the module.
+    pys = {}
+    for v in ("3.12", "3.13"):
+        found = sorted(glob.glob("/root/.pyenv/versions/%s.*/bin/python" % v))
+        if not found:
+            pytest.skip("needs pyenv's Python %s" % v)
+        pys[v] = found[0]
+    for side, v in (("good", "3.12"), ("bad", "3.13")):
+        traced([pys[v], "-c", "import collections.abc, json"], tmp_path / side)
+    r = viewer("diff", str(tmp_path / "good"), str(tmp_path / "bad"), "--format", "json")
+    findings = json.loads(r.stdout)["findings"]
+    replaced = [f for f in findings for f in [f] + f.get("related", []) if f["kind"] == "sys_modules_replaced"]
+    assert not replaced, replaced

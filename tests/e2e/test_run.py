@@ -224,3 +224,19 @@ def test_ctrl_z_does_not_strand_the_command(tmp_path):
     assert status is not None, "imptrace run and its command stayed stopped: " + text
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 5, text
     assert "done" in text and "traces in" in text
+
+
+def test_closing_lines_wait_for_a_child_the_command_left_behind(tmp_path):
+    # multiprocessing's forkserver outlives the program by moments: counted at once, its
+    # half-written trace read as a process that ended abnormally, with imports missing.
+    code = ("import subprocess, sys\n"
+            "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(0.7); import json'])\n")
+    r = subprocess.run([VIEWER, "run", "-o", "o", "--", PY, "-c", code], cwd=str(tmp_path), env=clean_env(),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    summary = r.stderr.strip().splitlines()[-2]
+    assert re.match(r"imptrace: 2 processes, \d+ imports \(\d+ failed\), 0 anomalies; traces in ", summary), summary
+    shown = subprocess.run([VIEWER, "show", "o"], cwd=str(tmp_path), capture_output=True, text=True).stdout
+    assert "ended abnormally" not in shown, shown
+    imports = sum(int(n) for n in re.findall(r"imports: (\d+)", shown))
+    assert "2 processes, %d imports" % imports in summary, (summary, shown)
