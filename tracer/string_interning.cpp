@@ -12,7 +12,9 @@ namespace {
 // __name__, its spec's origin, a code object's co_filename): a direct-mapped cache from
 // the object to its id skips converting and hashing them. It holds no reference: a slot
 // is believed only while the object at that address still carries the hash CPython cached
-// in it when the slot was filled (a str not hashed yet is hashed first). A reference would keep every slot's str alive,
+// in it when the slot was filled. A str CPython has not hashed (a spec's origin, met once
+// or twice) is not cached: hashing it here would write into the program's object, and
+// measured dearer than interning it again. A reference would keep every slot's str alive,
 // and replacing it would write to a str last touched imports ago: on a long run of
 // distinct names (a file of 20,000 imports) that decrement was a cache miss per import.
 // A different str reusing the address with the same 64-bit hash would need a hash
@@ -48,12 +50,6 @@ uint32_t intern_obj(PyObject* s, bool fill) {
   if (!s) return 0;
   StrCacheSlot* slot = nullptr;
   int64_t h = in_main_interpreter() ? str_cached_hash(s) : -1;
-  if (h == -1 && py.str_hash_offset >= 0 && type_of(s) == py.PyUnicode_Type && in_main_interpreter()) {
-    // Not hashed yet (a spec's origin, a file name): hash it, as CPython does at the
-    // str's first use as a key; the value is cached in the str and changes nothing else.
-    h = py.PyObject_Hash(s);
-    if (h == -1) py.PyErr_Clear();
-  }
   if (h != -1) {
     slot = &g_caches.by_object[(reinterpret_cast<uintptr_t>(s) >> 4) & (kStrCache - 1)];
     if (slot->str == s && slot->hash == h && slot->generation == TraceWriter::strings_epoch() && slot->id)
