@@ -33,7 +33,11 @@ void make_end_buffer() {
 }
 constexpr size_t kEndRecordRoom = 64;
 
-const int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL};
+// The signals whose default action ends the process and that a Python program usually
+// leaves at the default: the five faults, and SIGTERM (multiprocessing's
+// Pool.terminate(), `kill PID`, a CI job's timeout), which Python installs no handler for.
+// SIGINT is Python's own (KeyboardInterrupt); SIGKILL cannot be caught.
+const int kWatchedSignals[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGTERM};
 
 void encode_end(How how, int64_t status, int sig) {
   g_end.n = 0;
@@ -67,7 +71,9 @@ void at_exit(int status, void*) {
 void on_fatal_signal(int sig, siginfo_t*, void*) {
   int saved_errno = errno;
   // SA_RESETHAND made the action the default again on entry. The pending records are not
-  // flushed: the interrupted code may be in the middle of building them.
+  // flushed: the interrupted code may be in the middle of building them. A writer held by
+  // any thread (this one, interrupted mid-record, or another: SIGTERM comes at any time in a
+  // multi-threaded process) means no record; the process dies all the same.
   if (g_end.cap >= kEndRecordRoom && TraceWriter::try_lock()) {
     encode_end(How::SIGNAL, 0, sig);
     TraceWriter::append_encoded(g_end);
@@ -77,6 +83,8 @@ void on_fatal_signal(int sig, siginfo_t*, void*) {
   // Delivered again, to the default action, once this handler returns (the signal is
   // blocked while it runs): the process dies by it, with the same status and core dump.
   // A fault in an instruction would also recur by itself; raise covers abort() and kill.
+  // The interrupted system call never returns to the program (no EINTR is seen): the
+  // pending signal is delivered, and kills, on the way back from this handler.
   raise(sig);
 }
 
@@ -93,11 +101,15 @@ void watch_fatal_signals() {
   make_end_buffer();
   if (done || g_end.cap < kEndRecordRoom) return;
   done = true;
-  for (int sig : kFatalSignals) {
+  for (int sig : kWatchedSignals) {
     struct sigaction old;
     if (sigaction(sig, nullptr, &old) != 0) continue;
     // Only where the program has no handler: the default action is to die, which ours
-    // keeps. A handler of the program's own (one that may recover) is left alone.
+    // keeps. A handler of the program's own (one that may recover, or a SIGTERM handler
+    // that shuts down cleanly) and SIG_IGN are left alone; a handler the program sets
+    // later (signal.signal) replaces ours whole. Whether the signal is blocked is the
+    // mask's business, not the action's: a blocked SIGTERM stays pending for sigwait()
+    // exactly as without a handler.
     if ((old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL) continue;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

@@ -12,15 +12,17 @@
 //  - os._exit(n): a C wrapper of os._exit/posix._exit, as for os.execv (audit_hook.cpp);
 //    _exit(2) itself is not interposed, because a vfork child calls it while sharing the
 //    parent's memory.
-//  - a fatal signal (SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL): a handler installed where
-//    the signal's action is still the default, once `os` is imported (after CPython took
-//    its snapshot of the handlers, so signal.getsignal() keeps saying SIG_DFL). The handler
-//    is one-shot (SA_RESETHAND): it commits the record if the writer is free, then raises
-//    the signal again, so the process dies by the same signal with the same status. A
-//    handler installed later (faulthandler, the host's) that chains to the previous one
-//    reaches it after doing its own work.
+//  - a fatal signal (SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL) or SIGTERM: a handler
+//    installed where the signal's action is still the default, once `os` is imported
+//    (after CPython took its snapshot of the handlers, so signal.getsignal() keeps saying
+//    SIG_DFL). The handler is one-shot (SA_RESETHAND): it commits the record if the writer
+//    is free, then raises the signal again, so the process dies by the same signal with
+//    the same status. A handler installed later (faulthandler, the host's) that chains to
+//    the previous one reaches it after doing its own work; one that does not chain (a
+//    program's own SIGTERM handler) replaces ours and behaves exactly as untraced.
 //  - exec: the record is written just before os.execv/os.execve.
-// A process ended any other way (SIGKILL, the OOM killer, a power cut) has no end record.
+// A process ended any other way (SIGKILL, the OOM killer, a power cut, SIGHUP, SIGQUIT) has
+// no end record.
 // An end record never creates a trace file: a process that recorded nothing has no trace.
 #pragma once
 
@@ -32,7 +34,8 @@ namespace imptrace {
 // signal handler's buffer (no allocation happens in the handler).
 void watch_process_end();
 
-// Once `os` has been imported in the main interpreter: installs the fatal signal handlers.
+// Once `os` has been imported in the main interpreter: installs the handlers of the fatal
+// signals and SIGTERM.
 void watch_fatal_signals();
 
 // Writes the end record for os._exit(status) or an exec (status unused), with the writer

@@ -60,27 +60,60 @@ void instrument_proxy_class(PyObject* type) {
   observe_proxy_class(type, ga.get() != nullptr, sa.get() != nullptr);
 }
 
-// The module a failed or successful forward went to: AttributeError.obj (3.10+), else a
-// module the proxy holds in its own dict.
-ObjectDescription forwarded_target(PyObject* proxy, PyObject* ev) {
-  if (ev && py.minor >= 10) {
+bool is_module(PyObject* o) {
+  PyObject* t = type_of(o);
+  return t == py.PyModule_Type || py.PyType_IsSubtype(t, py.PyModule_Type);
+}
+
+// Whether `module`'s namespace binds `attr` to exactly `value`. Only for an exact str
+// name: hashing or comparing anything else could run the program's code.
+bool binds(PyObject* module, PyObject* attr, PyObject* value) {
+  if (type_of(attr) != py.PyUnicode_Type) return false;
+  PyObject* d = py.PyModule_GetDict(module);  // borrowed
+  if (!d) { py.PyErr_Clear(); return false; }
+  return dict_lookup(d, attr) == value;
+}
+
+// The module a forward went to, as far as it can be told without running the program's
+// code. A proxy usually holds what it forwards to in its own dict, but it may hold more
+// than its target: pygments.lexers' _automodule holds `_mapping` (the table of lexer
+// names it reads) and every lexer module it imported, so "the first module in its dict"
+// named the table for every lexer class it returned.
+//  - a lookup that succeeded: the module held by the proxy whose namespace binds the name
+//    to the very object returned (pygments.lexers.python for .PythonLexer); a write that
+//    succeeded: the one that binds the name to the value written;
+//  - one that failed: AttributeError.obj (3.10+), the object whose lookup failed; when
+//    it is None the proxy's own code raised the error (pygments' `raise
+//    AttributeError(name)`) and nothing was forwarded;
+//  - otherwise (a result found in none of them, an error that does not say): the module
+//    the proxy holds, when it holds exactly one. Among several, no target is recorded
+//    rather than a guess.
+ObjectDescription forwarded_target(PyObject* proxy, PyObject* attr, PyObject* value, PyObject* ev) {
+  // CPython's own AttributeError only: a subclass defined in Python may compute `obj`.
+  if (ev && py.minor >= 10 && !(py.PyType_GetFlags(type_of(ev)) & TPFLAGS_HEAPTYPE)) {
     Ref o(getattr_n(ev, NAME("obj")));
     if (!o) py.PyErr_Clear();
-    if (o && o.get() != py.None && o.get() != proxy) return describe(o.get());
+    else if (o.get() == py.None) return ObjectDescription();
+    else if (o.get() != proxy) return describe(o.get());
   }
   Ref d(py.PyObject_GenericGetDict(proxy, nullptr));
   if (!d) { py.PyErr_Clear(); return ObjectDescription(); }
   Py_ssize_t pos = 0;
   PyObject *k, *v;
+  PyObject* only = nullptr;
+  bool several = false;
   while (py.PyDict_Next(d.get(), &pos, &k, &v)) {
-    Ref t(py.PyObject_Type(v));
-    if (v != proxy && py.PyType_IsSubtype(t.get(), py.PyModule_Type)) return describe(v);
+    if (v == proxy || !is_module(v)) continue;
+    if (value && binds(v, attr, value)) return describe(v);
+    if (only && only != v) several = true;
+    only = v;
   }
-  return ObjectDescription();
+  return only && !several ? describe(only) : ObjectDescription();
 }
 
 // `site`: where a successful access came from, when its repeats may be counted.
-void record_proxy_access(uint32_t kind, PyObject* proxy, PyObject* attr, PyObject* res,
+// `stored`: the value a successful write stored (SETATTR), else null.
+void record_proxy_access(uint32_t kind, PyObject* proxy, PyObject* attr, PyObject* res, PyObject* stored,
                          PyObject* et, PyObject* ev, PyObject* module_for_record, const AccessSite* site) {
   ThreadState& t = ts();
   PyObject* drop[2] = {nullptr, nullptr};
@@ -104,7 +137,10 @@ void record_proxy_access(uint32_t kind, PyObject* proxy, PyObject* attr, PyObjec
       wire::put_uint(b, ProxyAccess::error_type, ty);
       wire::put_uint(b, ProxyAccess::error_message, msg);
     }
-    if (kind != ProxyAccess::MODULE_GETATTR) put_object(b, ProxyAccess::forwarded_to, forwarded_target(proxy, ev));
+    if (kind != ProxyAccess::MODULE_GETATTR) {
+      PyObject* found = !res ? nullptr : kind == ProxyAccess::SETATTR ? stored : res;
+      put_object(b, ProxyAccess::forwarded_to, forwarded_target(proxy, attr, found, ev));
+    }
     for (int i = 0; i < ns; ++i) put_location(b, ProxyAccess::stack, stack[i]);
     wire::put_uint(b, ProxyAccess::time_ns, TraceWriter::now_ns());
     wire::put_uint(b, ProxyAccess::thread, t.tid);
@@ -124,7 +160,8 @@ void record_proxy_access(uint32_t kind, PyObject* proxy, PyObject* attr, PyObjec
 }  // namespace
 
 // The proxy observer's side (proxy_observer.h).
-void record_forward(uint32_t kind, PyObject* proxy, PyObject* attr, PyObject* res, const AccessSite* site) {
+void record_forward(uint32_t kind, PyObject* proxy, PyObject* attr, PyObject* res, PyObject* stored,
+                    const AccessSite* site) {
   InterpreterScope scope;
   ThreadState& t = ts();
   if (!g_settings.enabled || !in_main_interpreter() || t.inside_tracer || !TraceWriter::usable()) return;
@@ -145,8 +182,8 @@ void record_forward(uint32_t kind, PyObject* proxy, PyObject* attr, PyObject* re
     py.PyErr_NormalizeException(&nt, &nv, &ntb);
     copies = true;
   }
-  record_proxy_access(kind, proxy, attr, res, nt, nv, kind == ProxyAccess::MODULE_GETATTR ? proxy : nullptr,
-                      site);
+  record_proxy_access(kind, proxy, attr, res, stored, nt, nv,
+                      kind == ProxyAccess::MODULE_GETATTR ? proxy : nullptr, site);
   if (copies) {
     if (nt) py.Py_DecRef(nt);
     if (nv) py.Py_DecRef(nv);

@@ -94,9 +94,9 @@ bool strings_ready() {
     // itself), and holding the name rather than the module adds no reference to it.
     PyObject* modules = py.PyImport_GetModuleDict();
     PyObject* module = modules && o->name ? dict_lookup(modules, o->name) : nullptr;
-    record_forward(MODULE_GETATTR, module ? module : fn, attr, res, sited);
+    record_forward(MODULE_GETATTR, module ? module : fn, attr, res, nullptr, sited);
   } else {
-    record_forward(kind, args[0], attr, res, sited);
+    record_forward(kind, args[0], attr, res, kind == SETATTR ? args[2] : nullptr, sited);
   }
 }
 

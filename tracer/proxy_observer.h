@@ -48,8 +48,10 @@ struct AccessSite;
 //    `kind` is a ProxyAccess::Kind; for MODULE_GETATTR `proxy` is the module, or the
 //    function itself when its module is no longer in sys.modules. `site`: where a
 //    successful call came from (access_repeats.h), when known; the hook has already found
-//    that it was not a repeat to count.
-void record_forward(uint32_t kind, PyObject* proxy, PyObject* attr, PyObject* result, const AccessSite* site);
+//    that it was not a repeat to count. `stored`: for SETATTR the value written (the
+//    module that then binds it is where the write went), else null.
+void record_forward(uint32_t kind, PyObject* proxy, PyObject* attr, PyObject* result, PyObject* stored,
+                    const AccessSite* site);
 
 // A module that an import returned: its module-level __getattr__ (PEP 562), when it is a
 // Python function, gets observed. Main interpreter, GIL held. Idempotent.

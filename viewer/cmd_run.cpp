@@ -165,13 +165,17 @@ void print_summary(const std::string& dir, pid_t pgid) {
   std::cerr << "imptrace: " << plural(n.processes, "process", "processes") << ", "
             << plural(n.imports, "import", "imports") << " (" << n.failed_imports << " failed), "
             << plural(n.anomalies, "anomaly", "anomalies");
-  size_t abnormal = 0, running = 0;
+  // Processes killed by SIGTERM are counted on their own: a pool's terminate() and the
+  // wrapper's own forwarding end them on purpose, which is no crash to look into.
+  size_t abnormal = 0, terminated = 0, running = 0;
   for (const auto& p : procs) {
     bool alive = still_running(p);
     running += alive;
-    abnormal += !alive && model::ended_abnormally(p.end);
+    terminated += model::terminated(p.end);
+    abnormal += !alive && model::ended_abnormally(p.end) && !model::terminated(p.end);
   }
   if (abnormal) std::cerr << ", " << abnormal << " ended abnormally";
+  if (terminated) std::cerr << ", " << terminated << " terminated by SIGTERM";
   if (running) std::cerr << ", " << running << " still running (their traces are not complete)";
   if (!warnings.empty()) std::cerr << ", " << plural(warnings.size(), "reader warning", "reader warnings");
   std::cerr << "; traces in " << dir << "\n";

@@ -492,7 +492,10 @@ void show_process(const model::Process& p, std::ostream& out, bool all_failures)
     return;
   }
   out << "  how it ended: " << model::end_text(p.end)
-      << (model::ended_abnormally(p.end) ? "  <- ended abnormally: the trace stops there" : "") << "\n";
+      << (model::terminated(p.end)         ? "  <- terminated from outside: the trace stops there"
+          : model::ended_abnormally(p.end) ? "  <- ended abnormally: the trace stops there"
+                                           : "")
+      << "\n";
 
   const std::vector<bool> repeat = repeat_imports(p);
   const ProcessCounts counts = count_process(p, repeat);

@@ -10,6 +10,21 @@
 namespace imptrace {
 namespace diff {
 
+namespace {
+
+// Whether `bad` imported every module `good` imported: nothing the good process did was
+// left unreached when the bad one stopped.
+bool reached_all_of(const ProcFacts& good, const ProcFacts& bad) {
+  for (size_t i = 0; i < good.mods.size(); ++i) {
+    if (!good.mods.value(i).ok) continue;
+    const ModFacts* m = bad.mods.find(good.mods.key(i));
+    if (!m || !m->ok) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 void compare_ends(const ProcFacts* good, const ProcFacts& bad, Findings& out) {
   const model::ProcessEnd& be = bad.p->end;
   if (!model::ended_abnormally(be)) return;
@@ -21,10 +36,17 @@ void compare_ends(const ProcFacts* good, const ProcFacts& bad, Findings& out) {
     using How = model::ProcessEnd::How;
     if (!(be.how == How::Signal && ge.how == How::Signal && be.signal != ge.signal)) return;
   }
+  // Killed by SIGTERM after importing all its good counterpart did: stopped from outside
+  // with nothing left to reach, which explains no difference. Pool.terminate() sends its
+  // workers a sentinel and then SIGTERMs those still alive, so an idle worker is
+  // terminated in one run and exits by itself in another, by chance. Info, not error; a
+  // worker terminated before it got as far as the good one (hung in an import) stays one.
+  const bool nothing_unreached = good && model::terminated(be) && reached_all_of(*good, bad);
   // Ranked by its kind, first; among several, the earliest process of the bad run first.
-  Finding f = new_finding(Kind::ProcessEndedAbnormally, Severity::Error, "", bad.role,
-                          static_cast<uint64_t>(bad.index));
+  Finding f = new_finding(Kind::ProcessEndedAbnormally, nothing_unreached ? Severity::Info : Severity::Error, "",
+                          bad.role, static_cast<uint64_t>(bad.index));
   f.summary = "process ended abnormally: " + bad.role + " " + model::end_text(be);
+  if (nothing_unreached) f.summary += " after importing all its good counterpart did";
   if (!bad.p->imports.empty()) {
     const Import& last = bad.p->imports.back();
     f.summary += "; its last import was " + last.name.str();

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <csignal>
 #include <cstring>
 
 #include "enum_names.h"
@@ -60,6 +61,8 @@ std::string end_text(const ProcessEnd& e) {
 bool ended_abnormally(const ProcessEnd& e) {
   return e.how == ProcessEnd::How::None || e.how == ProcessEnd::How::Signal;
 }
+
+bool terminated(const ProcessEnd& e) { return e.how == ProcessEnd::How::Signal && e.signal == SIGTERM; }
 
 bool shadowed_by_own_attribute(const Binding& b) {
   const ObjectRef& v = b.attribute_value;

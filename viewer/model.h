@@ -351,6 +351,10 @@ std::string end_text(const ProcessEnd& e);
 // The process did not finish on its own: a fatal signal, or no end record at all. An exit
 // with a non-zero status is an ending the program chose (a failing test run), not this.
 bool ended_abnormally(const ProcessEnd& e);
+// Killed by SIGTERM: stopped from outside on purpose (multiprocessing's Pool.terminate(),
+// `kill PID`, a job's timeout). Still an abnormal end (the trace stops there), but one a
+// run's summary need not call a surprise.
+bool terminated(const ProcessEnd& e);
 // A mismatch where the parent's attribute holds a plain object (function, class, value)
 // of its own rather than a module or proxy: the package bound its own name over its
 // submodule's (`from .quantize import quantize`, lazy_loader.attach's some_func). Normal

@@ -11,7 +11,8 @@ module in sys.modules: its vars() keys and the type of each value, and for each 
 (at module level, and in the module's own classes) its signature, qualname, doc and
 source; whether each module-level function pickles by reference; pydoc's text of the
 proxy modules and of a few PEP 562 ones; and, in detail, the functions the tracer observes
-to follow imports and the process's end (ENTRY_POINTS).
+to follow imports and the process's end (ENTRY_POINTS); what signal.getsignal() says of
+every signal.
 """
 import hashlib
 import importlib
@@ -152,6 +153,14 @@ def describe_entry_points(lines):
         lines.append("%s reduce=%s" % (prefix, outcome(lambda: f.__reduce__())))
 
 
+def describe_signal_handlers(lines):
+    """What signal.getsignal() says of every signal. The tracer's end-of-process handlers
+    (the fatal signals, SIGTERM) are installed after CPython read the handlers: SIG_DFL stays."""
+    import signal
+    for s in sorted(signal.valid_signals()):
+        lines.append("signal %d handler=%s" % (s, outcome(lambda: repr(signal.getsignal(s)))))
+
+
 WORKDIR = None  # where the probe's own modules are written: differs between the two runs
 
 
@@ -218,6 +227,7 @@ def main():
     for name, m in modules:
         describe_module(name, m, lines)
     describe_entry_points(lines)
+    describe_signal_handlers(lines)
     for name in ("invis_modproxy", "invis_pep562", "invis_proxies", "concurrent.futures", "json"):
         if name in sys.modules:
             doc = pydoc.render_doc(sys.modules[name], renderer=pydoc.plaintext)

@@ -1,7 +1,7 @@
 """Crashes and abnormal exits.
 
 Each program imports a marker module (colorsys) as its last recorded event, then dies:
-SIGKILL, SIGSEGV (ctypes.string_at(0)), os.abort(), os._exit(3), an uncaught
+SIGKILL, SIGSEGV (ctypes.string_at(0)), os.abort(), SIGTERM, os._exit(3), an uncaught
 KeyboardInterrupt (CPython re-raises SIGINT), sys.exit(5), an exception in an atexit
 handler (which also imports), imports in __del__ during finalisation (module globals and
 a gc'd reference cycle), and a daemon thread importing while the main thread exits.
@@ -25,6 +25,7 @@ PROGRAMS = {
     "sigkill": (MARK + "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n", -signal.SIGKILL),
     "sigsegv": (MARK + "import ctypes\nctypes.string_at(0)\n", -signal.SIGSEGV),
     "abort": (MARK + "import os\nos.abort()\n", -signal.SIGABRT),
+    "sigterm": (MARK + "import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\n", -signal.SIGTERM),
     "os_exit": (MARK + "import os\nos._exit(3)\n", 3),
     "keyboard_interrupt": (MARK + "raise KeyboardInterrupt\n", -signal.SIGINT),
     "sys_exit": (MARK + "import sys\nsys.exit(5)\n", 5),

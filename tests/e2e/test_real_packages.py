@@ -505,3 +505,87 @@ def test_python_upgrade_is_no_collections_abc_replacement(tmp_path):
     findings = json.loads(r.stdout)["findings"]
     replaced = [f for f in findings for f in [f] + f.get("related", []) if f["kind"] == "sys_modules_replaced"]
     assert not replaced, replaced
+
+
+# ---- where a proxy's lookup was forwarded -------------------------------------------------
+
+def forwards(paths, module):
+    """attribute -> (outcome, forwarded_to) of the lookups through sys.modules[module]."""
+    return {a["attribute"]: (a["outcome"], a["forwarded_to"]) for a in why(paths, module)["proxy_accesses"]
+            if a["kind"] == "getattr"}
+
+
+def test_pygments_lexer_is_forwarded_to_its_lexer_module_not_the_name_table(tmp_path):
+    # pygments.lexers replaces itself with an _automodule whose __getattr__ looks the name up
+    # in _mapping.LEXERS, then imports the lexer's module: the class comes from there.
+    needs("pygments")
+    traced([PY, "-c", "import pygments.lexers as l\nl.PythonLexer\nl.CLexer\nl.PythonLexer\n"
+            "try:\n    l.NoSuchLexer\nexcept AttributeError:\n    pass\n"], tmp_path / "t")
+    got = forwards([str(tmp_path / "t")], "pygments.lexers")
+    assert got["PythonLexer"] == ("ok", "pygments.lexers.python"), got
+    assert got["CLexer"] == ("ok", "pygments.lexers.c_cpp"), got
+    # Raised by the proxy's own code: nothing was forwarded (3.10+'s AttributeError.obj is None).
+    assert got["NoSuchLexer"] == ("AttributeError: NoSuchLexer", None), got
+    text = viewer("why", str(tmp_path / "t"), "pygments.lexers").stdout
+    assert "forwarded to pygments.lexers._mapping" not in text, text
+    assert "forwarded to pygments.lexers.python" in text, text
+
+
+# pygments.lexers' shape, on a package of its own: a name table in a submodule, one module
+# per class, the package replacing itself in sys.modules with a ModuleType subclass whose
+# __getattr__ imports the module the table names.
+AUTOMODULE = {
+    "lexpkg/__init__.py": '''
+import sys
+import types
+from lexpkg._mapping import LEXERS
+_cache = {}
+def _load(name):
+    mod = __import__(name, None, None, ["__all__"])
+    for n in mod.__all__:
+        _cache[n] = getattr(mod, n)
+class _automodule(types.ModuleType):
+    def __getattr__(self, name):
+        where = LEXERS.get(name)
+        if where:
+            _load(where)
+            cls = _cache[name]
+            setattr(self, name, cls)
+            return cls
+        raise AttributeError(name)
+oldmod = sys.modules[__name__]
+newmod = _automodule(__name__)
+newmod.__dict__.update(oldmod.__dict__)
+sys.modules[__name__] = newmod
+del newmod.newmod, newmod.oldmod, newmod.sys, newmod.types
+''',
+    "lexpkg/_mapping.py": 'LEXERS = {"PyLexer": "lexpkg.py", "CLexer": "lexpkg.c", "HolderLexer": "lexpkg.holder"}\n',
+    "lexpkg/py.py": '__all__ = ["PyLexer"]\nclass PyLexer:\n    pass\n',
+    "lexpkg/c.py": '__all__ = ["CLexer"]\nclass CLexer:\n    pass\n',
+    # Re-exports another module's class: found in this module, which is where it came from.
+    "lexpkg/holder.py": 'from lexpkg.py import PyLexer as HolderLexer\n__all__ = ["HolderLexer"]\n',
+}
+
+
+def pyenv(version):
+    found = sorted(glob.glob("/root/.pyenv/versions/%s.*/bin/python" % version))
+    if not found:
+        pytest.skip("needs pyenv's Python %s" % version)
+    return found[-1]
+
+
+@pytest.mark.parametrize("version", ["3.8", "3.12", "debian"])
+def test_forwarded_to_the_module_that_holds_the_result(version, tmp_path):
+    py = PY if version == "debian" else pyenv(version)
+    for name, text in AUTOMODULE.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(text)
+    traced([py, "-c", "import lexpkg\nlexpkg.CLexer\nlexpkg.PyLexer\nlexpkg.HolderLexer\n"
+            "try:\n    lexpkg.NoSuch\nexcept AttributeError:\n    pass\n"], tmp_path / "t", cwd=str(tmp_path))
+    got = forwards([str(tmp_path / "t")], "lexpkg")
+    assert got["CLexer"] == ("ok", "lexpkg.c"), got
+    assert got["PyLexer"] == ("ok", "lexpkg.py"), got
+    assert got["HolderLexer"] == ("ok", "lexpkg.holder"), got
+    # Before 3.10 an AttributeError does not say whose lookup failed, and the proxy holds
+    # several modules by then: no target rather than a guess. From 3.10 it says none.
+    assert got["NoSuch"] == ("AttributeError: NoSuch", None), got

@@ -289,6 +289,8 @@ def test_how_a_process_ended_is_recorded(py, tmp_path):
         "os_exit": ("import os\nos._exit(4)\n", 4, {"how": "os_exit", "status": 4, "signal": None}),
         "segv": ("import ctypes\nctypes.string_at(0)\n", -11, {"how": "signal", "status": None, "signal": 11}),
         "abort": ("import os\nos.abort()\n", -6, {"how": "signal", "status": None, "signal": 6}),
+        "sigterm": ("import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\n", -15,
+                    {"how": "signal", "status": None, "signal": 15}),
     }
     for name, (code, rc, end) in cases.items():
         d = trace_script(tmp_path, name, py, code, expect_rc=rc)

@@ -132,6 +132,30 @@ TEST(ProcessEnd, BothCutShortByDifferentSignalsIsAnAbnormalEnd) {
   EXPECT_EQ(same.exit_status(), 0) << dump(same);
 }
 
+TEST(ProcessEnd, TerminatedAfterReachingAllTheGoodOneDidIsInfoBeforeThatAnError) {
+  // Pool.terminate(): an idle worker exits by itself in one run and is SIGTERMed in the
+  // other, by chance. Having imported all its good counterpart did, it explains nothing.
+  std::vector<model::Process> good{run_of({"os", "json"}, End::OS_EXIT, 0)};
+  std::vector<model::Process> idle{run_of({"os", "json"}, End::SIGNAL, 0, 15, 2000)};
+  diff::Result r = diff::diff_runs(good, idle);
+  EXPECT_EQ(r.exit_status(), 0) << dump(r);
+  ASSERT_FALSE(r.findings.empty()) << dump(r);
+  EXPECT_EQ(r.findings[0].kind, "process_ended_abnormally") << dump(r);
+  EXPECT_EQ(r.findings[0].severity, Severity::Info) << dump(r);
+  EXPECT_TRUE(model::terminated(idle[0].end));
+  // Terminated before it got where the good one got (hung in an import): the story.
+  std::vector<model::Process> hung{run_of({"os"}, End::SIGNAL, 0, 15, 2000)};
+  diff::Result h = diff::diff_runs(good, hung);
+  EXPECT_EQ(h.exit_status(), 1) << dump(h);
+  EXPECT_EQ(h.findings[0].kind, "process_ended_abnormally") << dump(h);
+  EXPECT_EQ(h.findings[0].severity, Severity::Error) << dump(h);
+  EXPECT_NE(h.findings[0].summary.find("killed by SIGTERM (signal 15)"), std::string::npos) << h.findings[0].summary;
+  // Any other signal is a crash however far the process got.
+  std::vector<model::Process> crashed{run_of({"os", "json"}, End::SIGNAL, 0, 11, 2000)};
+  EXPECT_FALSE(model::terminated(crashed[0].end));
+  EXPECT_EQ(diff::diff_runs(good, crashed).exit_status(), 1);
+}
+
 // pytest run serially against pytest -n 2: the tests (and the replacement) happen in the
 // workers of one run and in the main process of the other.
 std::vector<model::Process> xdist_run(bool bad) {
