@@ -60,7 +60,9 @@ const char* severity_name(Severity s);  // "info", "warning", "error"
 
 // What a finding is about. Declared in ranking order: the most likely root cause first.
 enum class Kind {
+  PythonVersionChanged,
   ProcessEndedAbnormally,
+  ExitStatusChanged,
   SysModulesReplaced,
   ProxyInSysModules,
   BindingOnProxy,
