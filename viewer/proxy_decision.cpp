@@ -4,6 +4,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "failure_reporting.h"
+
 namespace imptrace {
 namespace model {
 
@@ -27,6 +29,31 @@ bool import_system_probe(const Process& p, const ProxyAccess& a) {
     if (im.begin_ns >= a.time_ns && (!next || im.begin_ns < next->begin_ns)) next = &im;
   }
   return next && next->name.str() == child;
+}
+
+bool caught_attribute_error(const Process& p, const ProxyAccess& a) {
+  if (a.ok || a.error_type.str() != "AttributeError") return false;
+  if (a.during_import) {
+    int64_t at = p.import_position(a.during_import - 1);
+    if (at >= 0) {
+      const Import& im = p.imports[static_cast<size_t>(at)];
+      if (!im.ok && im.error_type.str() == a.error_type.str() && im.error_message.str() == a.error_message.str())
+        return false;
+    }
+  }
+  const std::string& test = a.test.str();
+  for (const auto& im : p.imports)
+    if (im.thread == a.thread && im.begin_ns > a.time_ns && im.test.str() == test &&
+        !import_in_failure_reporting(p, im))
+      return true;
+  for (const auto& o : p.proxy_accesses)
+    if (&o != &a && o.thread == a.thread && o.time_ns > a.time_ns && o.test.str() == test &&
+        !in_failure_reporting(o.stack))
+      return true;
+  // Nothing recorded after it on its thread. The main thread (the one that made the first
+  // import) of a process that exited with 0 did not die of it.
+  const bool main_thread = !p.imports.empty() && p.imports.front().thread == a.thread;
+  return main_thread && p.end.how == ProcessEnd::How::Exit && p.end.status == 0;
 }
 
 void decide_proxies(Process& p) {
