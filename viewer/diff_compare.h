@@ -68,6 +68,10 @@ bool python_versions_differ(const Group& good, const Group& bad);
 // A file of the interpreter's own standard library (under lib/pythonX.Y/, not its
 // site-packages or dist-packages), or "built-in", "frozen", "<frozen ...>".
 bool stdlib_file(std::string_view file);
+// A module the standard library imported for itself: its file is the interpreter's and so
+// is the code that imported it (or the interpreter did, from no Python line). Another
+// Python version imports another set of these; the user's own `import x` is not one.
+bool stdlib_import(const Import& im);
 // The import whose failure nothing caught, after which `p` exited with an error status
 // (the last such on the main thread), or nullptr (diff_modules.cpp).
 const Import* failed_import_that_stopped(const Process& p);

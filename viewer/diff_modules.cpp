@@ -346,7 +346,9 @@ std::string python_version_of(const Process& p) {
 }
 
 bool python_versions_differ(const Group& g, const Group& b) {
-  return python_version_of(*g.procs.front()->p) != python_version_of(*b.procs.front()->p);
+  // A header without a version (a trace the reader could not fully describe) tells nothing.
+  const std::string gv = python_version_of(*g.procs.front()->p), bv = python_version_of(*b.procs.front()->p);
+  return !gv.empty() && !bv.empty() && gv != bv;
 }
 
 bool stdlib_file(std::string_view file) {
@@ -371,14 +373,11 @@ bool stdlib_file(std::string_view file) {
   return false;
 }
 
-namespace {
-
-// A module the standard library imported for itself: its file is the interpreter's and so
-// is the code that imported it (or the interpreter did, from no Python line). Another
-// Python version imports another set of these; the user's own `import x` is not one.
 bool stdlib_import(const Import& im) {
   return stdlib_file(im.origin.str()) && (im.importer.empty() || stdlib_file(im.importer.file.str()));
 }
+
+namespace {
 
 // "a, b, c, ... (N more)"
 std::string name_list(const std::vector<std::string_view>& names, size_t limit) {
