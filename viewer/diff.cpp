@@ -20,9 +20,10 @@ const char* severity_name(Severity s) {
 
 const char* kind_name(Kind k) {
   static constexpr const char* kNames[] = {
-      "python_version_changed", "process_ended_abnormally", "exit_status_changed", "sys_modules_replaced", "proxy_in_sys_modules", "binding_on_proxy",
-      "binding_mismatch", "proxy_forward_failed", "import_blocked", "import_failed", "module_reloaded",
-      "duplicate_module", "process_missing", "process_added", "module_missing", "module_added",
+      "python_version_changed", "process_ended_abnormally", "exit_status_changed", "sys_modules_replaced",
+      "proxy_in_sys_modules", "binding_on_proxy", "binding_mismatch", "proxy_forward_failed", "import_blocked",
+      "import_failed", "module_reloaded", "duplicate_module", "process_missing", "process_added", "module_missing",
+      "module_added",
       "loader_changed", "origin_changed", "import_order_changed", "import_slower", "proxy_access_repeats",
       "failure_reporting"};
   return name_of<Kind::FailureReporting>(kNames, k, "unknown");
