@@ -200,7 +200,9 @@ std::vector<Anomaly> find_anomalies(const model::Process& p) {
                    model::Location(), b.test});
   }
   for (const auto& a : p.proxy_accesses) {
-    if (a.ok || is_expected_access_failure(a) || model::import_system_probe(p, a)) continue;
+    if (a.ok || is_expected_access_failure(a) || model::import_system_probe(p, a) ||
+        model::caught_attribute_error(p, a))
+      continue;
     auto k = a.proxy.present ? key_of_proxy.find(a.proxy.id) : key_of_proxy.end();
     std::string key = k != key_of_proxy.end() ? k->second : a.proxy.name.str();
     out.push_back({"proxy_access_failed", key,
@@ -223,11 +225,10 @@ bool embedding_host(const model::Process& p) {
 
 // Each lifetime of the interpreter (Py_Initialize* ... Py_FinalizeEx) with its imports,
 // when the host initialised Python more than once; and what the tracer could not see.
-void show_lifetimes(const model::Process& p, const std::vector<bool>& repeats, std::ostream& out) {
+void show_lifetimes(const model::Process& p, std::ostream& out) {
   if (p.several_lifetimes()) {
     std::map<uint32_t, std::pair<size_t, size_t>> counts;  // lifetime -> (imports, failed)
     for (size_t i = 0; i < p.imports.size(); ++i) {
-      if (repeats[i]) continue;
       auto& c = counts[p.lifetime_at(p.imports[i].begin_ns)];
       ++c.first;
       c.second += !p.imports[i].ok;
@@ -360,28 +361,30 @@ ProcessCounts count_process(const model::Process& p, const std::vector<bool>& re
   for (const auto& a : p.proxy_accesses) {
     n.access_repeats += a.repeats;
     if (a.ok) continue;
-    if (is_expected_access_failure(a) || model::import_system_probe(p, a)) ++n.expected_failures;
+    if (is_expected_access_failure(a) || model::import_system_probe(p, a) || model::caught_attribute_error(p, a))
+      ++n.expected_failures;
     else ++n.failed_access;
   }
   return n;
 }
 
 void show_counts(const model::Process& p, const ProcessCounts& n, std::ostream& out) {
-  // Repeats found the module already loaded: lookups, told apart from imports.
-  out << "  imports: " << (p.imports.size() - n.repeats) << " (" << n.failed << " failed)"
-      << "  sys.modules changes: " << p.modules_changes.size()
+  // Every import that ran find-and-load, as `run`, `diff`, `report` and `export` count them;
+  // those that found the module already loaded (lookups) are said apart, here only.
+  out << "  imports: " << p.imports.size() << " (" << n.failed << " failed";
+  if (n.repeats) out << "; " << n.repeats << " found the module already loaded";
+  out << ")  sys.modules changes: " << p.modules_changes.size()
       << "  proxies: " << n.proxies << "  bindings not bound: " << n.not_bound
       << "  proxy accesses: " << p.proxy_accesses.size() << " (" << n.failed_access << " failed)";
   if (n.access_repeats) out << " + " << n.access_repeats << " repeats counted";
   out << "\n";
-  if (n.repeats || n.not_bound_yet || n.shadowed || n.expected_failures || n.main_swaps || n.self_replaced ||
-      n.bound_on_self) {
+  if (n.not_bound_yet || n.shadowed || n.expected_failures || n.main_swaps || n.self_replaced || n.bound_on_self) {
     out << "  normal Python, not anomalies:";
-    if (n.repeats) out << "  repeat imports that found the module already loaded: " << n.repeats;
     if (n.not_bound_yet) out << "  children bound when their outer import finished: " << n.not_bound_yet;
     if (n.shadowed) out << "  submodule names the package bound to its own attribute: " << n.shadowed;
     if (n.expected_failures)
-      out << "  expected failed lookups (dunder probes, failure reporting): " << n.expected_failures;
+      out << "  expected failed lookups (dunder probes, caught AttributeErrors, failure reporting): "
+          << n.expected_failures;
     if (n.main_swaps) out << "  main module swapped in by runpy or multiprocessing: " << n.main_swaps;
     if (n.self_replaced) out << "  modules that replaced themselves under their own name: " << n.self_replaced;
     if (n.bound_on_self) out << "  children bound on what their parent replaced itself with: " << n.bound_on_self;
@@ -499,7 +502,7 @@ void show_process(const model::Process& p, std::ostream& out, bool all_failures)
 
   const std::vector<bool> repeat = repeat_imports(p);
   const ProcessCounts counts = count_process(p, repeat);
-  show_lifetimes(p, repeat, out);
+  show_lifetimes(p, out);
   show_counts(p, counts, out);
   if (counts.failed) show_failed_imports(p, out, rel, all_failures);
   show_lazy_imports(p, out, rel, all_failures);

@@ -180,7 +180,7 @@ namespace {
 void write_entry_json(JsonWriter& w, const WhyEntry& e) {
   w.field("object", model::object_token(e.object));
   w.field("type", e.object.type);
-  w.field("is_module", e.object.is_plain_module());
+  w.field("is_module", e.object.is_module());
   w.field_or_null("origin", e.origin);
   w.field("via", e.via_import ? "import" : "assignment");
   write_location_json(w, "set_by", e.set_by);

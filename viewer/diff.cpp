@@ -20,9 +20,10 @@ const char* severity_name(Severity s) {
 
 const char* kind_name(Kind k) {
   static constexpr const char* kNames[] = {
-      "process_ended_abnormally", "sys_modules_replaced", "proxy_in_sys_modules", "binding_on_proxy",
-      "binding_mismatch", "proxy_forward_failed", "import_blocked", "import_failed", "module_reloaded",
-      "duplicate_module", "process_missing", "process_added", "module_missing", "module_added",
+      "python_version_changed", "process_ended_abnormally", "exit_status_changed", "sys_modules_replaced",
+      "proxy_in_sys_modules", "binding_on_proxy", "binding_mismatch", "proxy_forward_failed", "import_blocked",
+      "import_failed", "module_reloaded", "duplicate_module", "process_missing", "process_added", "module_missing",
+      "module_added",
       "loader_changed", "origin_changed", "import_order_changed", "import_slower", "proxy_access_repeats",
       "failure_reporting"};
   return name_of<Kind::FailureReporting>(kNames, k, "unknown");
@@ -221,6 +222,48 @@ void attach_native_callers(const std::vector<Process>& good, const std::vector<P
   }
 }
 
+// Paired processes run by different Python versions: one finding that says so, ranked
+// first as it frames the rest (a warning when the feature version differs, info for
+// another patch release), whose parts are what each version's standard library did for
+// itself (diff_modules.cpp, kVersionStory).
+void version_story(const std::vector<Group>& good, const std::vector<Group>& bad, const std::vector<int>& match_of_bad,
+                   std::vector<Finding>& findings) {
+  std::vector<std::pair<std::string, std::string>> versions;  // (good, bad), each pair once
+  std::vector<std::string> roles;
+  for (size_t i = 0; i < bad.size(); ++i) {
+    if (match_of_bad[i] < 0 || !python_versions_differ(good[match_of_bad[i]], bad[i])) continue;
+    std::pair<std::string, std::string> v{python_version_of(*good[match_of_bad[i]].procs.front()->p),
+                                          python_version_of(*bad[i].procs.front()->p)};
+    if (std::find(versions.begin(), versions.end(), v) == versions.end()) versions.push_back(v);
+    roles.push_back(bad[i].key);
+  }
+  if (versions.empty()) return;
+  auto feature = [](const std::string& v) { return v.substr(0, v.find('.', v.find('.') + 1)); };
+  Finding f;
+  f.kind = Kind::PythonVersionChanged;
+  f.severity = Severity::Info;
+  for (const auto& v : versions) {
+    if (feature(v.first) != feature(v.second)) f.severity = Severity::Warning;
+    f.good += (f.good.empty() ? "Python " : ", Python ") + v.first;
+    f.bad += (f.bad.empty() ? "Python " : ", Python ") + v.second;
+  }
+  if (roles.size() == 1) f.process = roles[0];
+  f.summary = "the runs used different Pythons: " + f.good + " in the good run, " + f.bad +
+              " in the bad run; what their standard libraries do differently is told here, not as your code's";
+  for (auto it = findings.begin(); it != findings.end();) {
+    if (it->story == kVersionStory) {
+      it->story.clear();
+      f.related.push_back(std::move(*it));
+      it = findings.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  std::stable_sort(f.related.begin(), f.related.end(),
+                   [](const Finding& a, const Finding& b) { return a.kind < b.kind; });
+  findings.push_back(std::move(f));
+}
+
 }  // namespace
 
 namespace {
@@ -287,6 +330,7 @@ Result diff_runs_as_read(const std::vector<Process>& good, const std::vector<Pro
     }
   if (layouts_differ) compare_pooled(good_facts, bad_facts, out);
 
+  version_story(good_groups, bad_groups, match_of_bad, r.findings);
   attach_native_callers(good, bad, r.findings);
   rank_and_group(r.findings);
   return r;

@@ -22,8 +22,13 @@
 //   file:function of the caller); the tests they happened in are evidence, not identity.
 //
 // Ranking (most likely root cause first): stories with a warning or an error before
-// info-only ones (after grouping, by the story's worst part); within each, process_ended_abnormally (a bad process killed
+// info-only ones (after grouping, by the story's worst part); within each,
+// python_version_changed (the paired processes ran different Python versions: it frames
+// the rest, and what each standard library did for itself is part of it),
+// process_ended_abnormally (a bad process killed
 // or crashed whose good one finished: what follows is compared only up to its end),
+// exit_status_changed (info: paired processes exited with different statuses; a bad one
+// that exited with an error status where the good one did not is compared the same way),
 // sys_modules_replaced, proxy_in_sys_modules,
 // binding_on_proxy, binding_mismatch, proxy_forward_failed, import_blocked, import_failed,
 // module_reloaded, duplicate_module, process_missing, process_added, module_missing,
@@ -60,7 +65,9 @@ const char* severity_name(Severity s);  // "info", "warning", "error"
 
 // What a finding is about. Declared in ranking order: the most likely root cause first.
 enum class Kind {
+  PythonVersionChanged,
   ProcessEndedAbnormally,
+  ExitStatusChanged,
   SysModulesReplaced,
   ProxyInSysModules,
   BindingOnProxy,

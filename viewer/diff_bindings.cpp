@@ -200,11 +200,13 @@ void compare_accesses(const Group& g, const Group& b, Findings& out) {
     f.kind = Kind::ProxyForwardFailed;
     bool module_getattr = a.kind == model::ProxyAccessKind::ModuleGetattr;
     // Probes (hasattr/getattr with a default, inspect.getmodule, pytest collection) ask
-    // proxies for dunders and pytest markers and expect AttributeError: not a cause.
+    // proxies for dunders and pytest markers and expect AttributeError: not a cause; nor is
+    // any AttributeError the program caught.
     const std::string& at = a.attribute;
     bool probe = (at.size() > 4 && at.compare(0, 2, "__") == 0 &&
                   at.compare(at.size() - 2, 2, "__") == 0) ||
-                 at.compare(0, 7, "_pytest") == 0 || model::import_system_probe(*pf.p, a);
+                 at.compare(0, 7, "_pytest") == 0 || model::import_system_probe(*pf.p, a) ||
+                 model::caught_attribute_error(*pf.p, a);
     f.severity = probe ? Severity::Info
                  : !module_getattr ? Severity::Error
                  : g.ok(af.story) ? Severity::Warning : Severity::Info;

@@ -59,8 +59,27 @@ void compare_access_repeats(const Group& good, const Group& bad, Findings& out);
 void compare_failed(const Group& good, const Group& bad, Findings& out);
 void compare_present(const Group& good, const Group& bad, Findings& out);
 void compare_common(const Group& good, const Group& bad, Findings& out);
+// Paired groups run by different Python versions (the header's version number): what the
+// standard library of each did for itself is one story, kVersionStory, under one
+// python_version_changed finding (diff.cpp), not the user's code (diff_modules.cpp).
+extern const char* const kVersionStory;
+std::string python_version_of(const Process& p);  // "3.12.1"
+bool python_versions_differ(const Group& good, const Group& bad);
+// A file of the interpreter's own standard library (under lib/pythonX.Y/, not its
+// site-packages or dist-packages), or "built-in", "frozen", "<frozen ...>".
+bool stdlib_file(std::string_view file);
+// A module the standard library imported for itself: its file is the interpreter's and so
+// is the code that imported it (or the interpreter did, from no Python line). Another
+// Python version imports another set of these; the user's own `import x` is not one.
+bool stdlib_import(const Import& im);
+// The import whose failure nothing caught, after which `p` exited with an error status
+// (the last such on the main thread), or nullptr (diff_modules.cpp).
+const Import* failed_import_that_stopped(const Process& p);
+// exit() or os._exit() with a status other than 0 (a chosen ending, not an abnormal one).
+bool exited_with_error(const model::ProcessEnd& e);
 // diff_ends.cpp: a bad process that ended abnormally while its good one (or nullptr: none)
-// did not (process_ended_abnormally).
+// did not (process_ended_abnormally); paired processes that exited with different
+// statuses (exit_status_changed).
 void compare_ends(const ProcFacts* good, const ProcFacts& bad, Findings& out);
 // Processes of one role (one in each run) that were both cut short (a signal or no end
 // record: multiprocessing.Pool.terminate() SIGTERMs its workers wherever they are) stopped

@@ -1,11 +1,14 @@
-// How paired processes ended (process_ended_abnormally). A bad process that died of a
-// signal or left no end record while its good counterpart finished is the story itself:
-// whatever it did not import afterwards was never reached, not missing (compare_present
-// compares a cut-short process only up to where it stopped).
+// How paired processes ended (process_ended_abnormally, exit_status_changed). A bad process
+// that died of a signal or left no end record while its good counterpart finished is the
+// story itself: whatever it did not import afterwards was never reached, not missing
+// (compare_present compares a cut-short process only up to where it stopped). One that
+// exited with an error status where its counterpart did not is compared the same way.
 #include <algorithm>
 #include <map>
 
+#include "commands.h"
 #include "diff_compare.h"
+#include "failure_reporting.h"
 
 namespace imptrace {
 namespace diff {
@@ -23,10 +26,68 @@ bool reached_all_of(const ProcFacts& good, const ProcFacts& bad) {
   return true;
 }
 
+// Why a process exited with `status`, as far as the trace can tell: after a failed import
+// nothing caught (its error is recorded), or with an uncaught exception the interpreter
+// printed (3.13+ imports traceback for that, from no Python line; the exception itself
+// is not recorded), or for a reason the trace does not hold.
+std::string exit_cause(const ProcFacts& pf) {
+  const Process& p = *pf.p;
+  if (const Import* stopped = failed_import_that_stopped(p))
+    return "after the failed import of " + stopped->name.str() + " (" + stopped->error_text() +
+           "), which nothing caught";
+  if (process_role_class(p) == "pytest main") {
+    static const char* const kPytest[] = {"", "tests failed", "interrupted", "internal error", "usage error",
+                                          "no tests collected"};
+    if (p.end.status > 0 && p.end.status < 6) return std::string("pytest: ") + kPytest[p.end.status];
+  }
+  uint64_t main_thread = p.imports.empty() ? 0 : p.imports.front().thread;
+  for (const Import& im : p.imports)
+    if (im.thread == main_thread && im.parent_pos < 0 && im.importer.empty() && im.name == "traceback")
+      return "an uncaught exception outside imports: the interpreter imported traceback to print it "
+             "(the trace does not record the exception)";
+  if (p.end.status == 1)
+    return "not after a failed import: an uncaught exception outside imports, or sys.exit(1) "
+           "(the trace records no exception outside imports)";
+  return "not after a failed import (sys.exit or os._exit chose it)";
+}
+
+// Paired processes that both exited on their own, with different statuses: the failure
+// itself (an uncaught RuntimeError exits with 1), not a cause among the imports. Info, so
+// that a failing run whose imports match the passing run's is no difference at warning;
+// ranked before the other info stories, as what was not reached follows from it.
+void compare_exit_status(const ProcFacts& good, const ProcFacts& bad, Findings& out) {
+  using How = model::ProcessEnd::How;
+  const model::ProcessEnd &ge = good.p->end, &be = bad.p->end;
+  auto exited = [](const model::ProcessEnd& e) { return e.how == How::Exit || e.how == How::OsExit; };
+  if (!exited(ge) || !exited(be) || ge.status == be.status) return;
+  Finding f = new_finding(Kind::ExitStatusChanged, Severity::Info, "", bad.role, static_cast<uint64_t>(bad.index));
+  f.summary = "exit status changed: " + std::to_string(ge.status) + " -> " + std::to_string(be.status) + " (" +
+              bad.role + ")";
+  if (be.status != 0) f.summary += "; " + exit_cause(bad);
+  else if (ge.status != 0) f.summary += "; the good run's: " + exit_cause(good);
+  // Where the bad process got to: the last import a line of Python began outside any other
+  // import (the program's own line, not a module's body).
+  for (auto it = bad.p->imports.rbegin(); it != bad.p->imports.rend(); ++it) {
+    if (it->importer.empty() || it->parent_pos >= 0 || model::import_in_failure_reporting(*bad.p, *it)) continue;
+    f.summary += "; its last import was " + it->name.str();
+    Location l = bad.norm->loc(it->importer);
+    if (!l.empty()) {
+      f.summary += " at " + format_location(l);
+      f.where.push_back(l);
+    }
+    f.test = it->test;
+    break;
+  }
+  f.good = model::end_text(ge);
+  f.bad = model::end_text(be);
+  out.add(std::move(f));
+}
+
 }  // namespace
 
 void compare_ends(const ProcFacts* good, const ProcFacts& bad, Findings& out) {
   const model::ProcessEnd& be = bad.p->end;
+  if (good) compare_exit_status(*good, bad, out);
   if (!model::ended_abnormally(be)) return;
   if (good && model::ended_abnormally(good->p->end)) {
     // Both cut short the same way is no difference (a pool's workers are SIGTERMed wherever

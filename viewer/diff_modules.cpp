@@ -265,20 +265,6 @@ bool module_sat_under(const Group& run, std::string_view name) {
   return found;
 }
 
-// The program stopped at a failed import: it exited with an error status after an import
-// whose failure nothing caught (import_time.h: nothing on its thread imported anything
-// afterwards). What the good run imported after that point was never reached.
-bool stopped_by_failed_import(const Process& p) {
-  if (p.end.how != model::ProcessEnd::How::Exit || p.end.status == 0) return false;
-  bool failed = false;
-  for (const auto& im : p.imports) failed |= !im.ok && im.parent_pos < 0;
-  if (!failed) return false;
-  const std::vector<timing::Fate> fate = timing::classify_failures(p);
-  for (size_t i = 0; i < p.imports.size(); ++i)
-    if (!p.imports[i].ok && p.imports[i].parent_pos < 0 && fate[i] == timing::Fate::Propagated) return true;
-  return false;
-}
-
 std::string_view last_part(std::string_view name) {
   size_t dot = name.rfind('.');
   return dot == std::string_view::npos ? name : name.substr(dot + 1);
@@ -353,14 +339,112 @@ std::unordered_map<std::string_view, std::string> renamed_modules(const Group& f
 
 }  // namespace
 
+const char* const kVersionStory = "python version";
+
+std::string python_version_of(const Process& p) {
+  return p.python_version.substr(0, p.python_version.find(' '));
+}
+
+bool python_versions_differ(const Group& g, const Group& b) {
+  // A header without a version (a trace the reader could not fully describe) tells nothing.
+  const std::string gv = python_version_of(*g.procs.front()->p), bv = python_version_of(*b.procs.front()->p);
+  return !gv.empty() && !bv.empty() && gv != bv;
+}
+
+bool stdlib_file(std::string_view file) {
+  if (file == "built-in" || file == "frozen" || file.compare(0, 8, "<frozen ") == 0) return true;
+  // A component "pythonX.Y" (Debian's "python3" too) right under "lib" or "lib64", and not
+  // its site-packages or dist-packages: /usr/lib/python3.11/json/__init__.py,
+  // .../lib/python3.12/lib-dynload/_json.cpython-312-x86_64-linux-gnu.so.
+  for (size_t at = file.find("/lib"); at != std::string_view::npos; at = file.find("/lib", at + 1)) {
+    std::string_view rest = file.substr(at + 1);
+    size_t slash = rest.find('/');
+    if (slash == std::string_view::npos) return false;
+    std::string_view lib = rest.substr(0, slash);
+    if (lib != "lib" && lib != "lib64") continue;
+    rest = rest.substr(slash + 1);
+    slash = rest.find('/');
+    if (slash == std::string_view::npos) return false;
+    std::string_view dir = rest.substr(0, slash);
+    if (dir.size() < 7 || dir.compare(0, 6, "python") != 0 || dir[6] < '0' || dir[6] > '9') continue;
+    rest = rest.substr(slash + 1);
+    return rest.compare(0, 14, "site-packages/") != 0 && rest.compare(0, 14, "dist-packages/") != 0;
+  }
+  return false;
+}
+
+bool stdlib_import(const Import& im) {
+  return stdlib_file(im.origin.str()) && (im.importer.empty() || stdlib_file(im.importer.file.str()));
+}
+
+namespace {
+
+// "a, b, c, ... (N more)"
+std::string name_list(const std::vector<std::string_view>& names, size_t limit) {
+  std::string list;
+  for (size_t i = 0; i < names.size() && i < limit; ++i) list += (i ? ", " : "") + std::string(names[i]);
+  if (names.size() > limit) list += ", ... (" + std::to_string(names.size() - limit) + " more)";
+  return list;
+}
+
+// One info finding for what the standard library of one Python version did and the other's
+// did not: part of the python_version_changed story, not the user's code.
+void version_finding(Kind kind, const std::vector<std::string_view>& names, const std::string& what,
+                     const Group& g, const Group& b, Findings& out) {
+  if (names.empty()) return;
+  Finding f = new_finding(kind, Severity::Info, std::string(names[0]), b.key, UINT64_MAX - 1);
+  const std::string gv = python_version_of(*g.procs.front()->p), bv = python_version_of(*b.procs.front()->p);
+  f.summary = std::to_string(names.size()) + " standard-library module(s) " + what + ": " + name_list(names, 20) +
+              " (the standard library of Python " + gv + " and " + bv + " differs, not your code)";
+  f.brief = std::to_string(names.size()) + " standard-library module(s) " + what;
+  f.good = "Python " + gv;
+  f.bad = "Python " + bv;
+  f.story = kVersionStory;
+  out.add(std::move(f));
+}
+
+}  // namespace
+
+// The program stopped at a failed import: it exited with an error status after an import
+// whose failure nothing caught (import_time.h: nothing on its thread imported anything
+// afterwards). What the good run imported after that point was never reached.
+const Import* failed_import_that_stopped(const Process& p) {
+  if (p.end.how != model::ProcessEnd::How::Exit || p.end.status == 0) return nullptr;
+  bool failed = false;
+  for (const auto& im : p.imports) failed |= !im.ok && im.parent_pos < 0;
+  if (!failed) return nullptr;
+  const std::vector<timing::Fate> fate = timing::classify_failures(p);
+  const Import* last = nullptr;
+  for (size_t i = 0; i < p.imports.size(); ++i)
+    if (!p.imports[i].ok && p.imports[i].parent_pos < 0 && fate[i] == timing::Fate::Propagated) last = &p.imports[i];
+  return last;
+}
+
+bool exited_with_error(const model::ProcessEnd& e) {
+  using How = model::ProcessEnd::How;
+  return (e.how == How::Exit || e.how == How::OsExit) && e.status != 0;
+}
+
 Reach reach_of_cut_short(const Group& g, const Group& b) {
   Reach r;
+  // A bad process that exited with an error status where no good one of its role did (an
+  // uncaught RuntimeError after its imports: status 1) stopped there too. Both runs failing
+  // alike (a test run exits 1 in both) is no stop to compare against.
+  bool good_failed = false;
+  for (const ProcFacts* p : g.procs) good_failed |= exited_with_error(p->p->end);
   bool cut = false;
-  for (const ProcFacts* p : b.procs) cut |= model::ended_abnormally(p->p->end) || stopped_by_failed_import(*p->p);
+  for (const ProcFacts* p : b.procs)
+    cut |= model::ended_abnormally(p->p->end) || failed_import_that_stopped(*p->p) ||
+           (!good_failed && exited_with_error(p->p->end));
   if (!cut) return r;
   r.pos = 0;
   const ModFacts* last = nullptr;
   for (size_t i = 0; i < b.mods->size(); ++i) {
+    // What the failure's report imported (3.13's own `import traceback` to print an uncaught
+    // exception, and what it imports) is no point the program reached.
+    const ModFacts& bm = b.mods->value(i);
+    if (bm.ok_facts && model::import_in_failure_reporting(*bm.ok_facts->ok_process->p, *bm.ok_facts->first_ok))
+      continue;
     const ModFacts* o = g.mod(b.mods->key(i));
     if (o && o->ok_facts && o->pos >= r.pos) {
       r.pos = o->pos;
@@ -389,6 +473,9 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
   // (pytest's importlib mode makes `tests` for `tests.test_a`): the layout, at info.
   const std::unordered_map<std::string_view, std::string> renamed[2] = {renamed_modules(g, b), renamed_modules(b, g)};
   std::vector<std::string> layout[2];  // [in_bad]: "name (file; NAME in the other run)"
+  // Under two Python versions, what one's standard library imported for itself.
+  const bool versions_differ = python_versions_differ(g, b);
+  std::vector<std::string_view> by_version[2];  // [in_bad]
   auto package_of_other_name = [&](std::string_view name, bool in_bad) {
     for (const auto& kv : renamed[!in_bad])
       if (kv.second.size() > name.size() && timing::is_under(kv.second, std::string(name))) return true;
@@ -422,6 +509,10 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
         continue;
       }
       const ModFacts& m = from.mods->value(i);
+      if (versions_differ && stdlib_import(*m.ok_facts->first_ok)) {
+        by_version[in_bad].push_back(name);
+        continue;
+      }
       if (model::import_in_failure_reporting(*m.ok_process->p, *m.ok_facts->first_ok)) {
         reporting[in_bad].push_back(name);
         continue;
@@ -472,6 +563,8 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
   aggregate(b, g, Kind::ModuleAdded, true);
   aggregate(g, b, Kind::ModuleMissing, false);
   fold_reporting_imports(reporting[1], reporting[0], role, out);
+  version_finding(Kind::ModuleMissing, by_version[0], "imported only by the good run's standard library", g, b, out);
+  version_finding(Kind::ModuleAdded, by_version[1], "imported only by the bad run's standard library", g, b, out);
   for (int in_bad = 1; in_bad >= 0; --in_bad) {
     if (layout[in_bad].empty()) continue;
     Finding f = new_finding(in_bad ? Kind::ModuleAdded : Kind::ModuleMissing, Severity::Info,
@@ -492,8 +585,8 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
   for (size_t i = 0; i < unreached.size() && i < 20; ++i) list += (i ? ", " : "") + std::string(unreached[i]);
   if (unreached.size() > 20) list += ", ... (" + std::to_string(unreached.size() - 20) + " more)";
   f.summary = "not reached: " + std::to_string(unreached.size()) +
-              " module(s) the good run imported after the point where the bad process ended abnormally "
-              "or stopped at a failed import (or was still importing there)";
+              " module(s) the good run imported after the point where the bad process ended abnormally, "
+              "exited with an error status or stopped at a failed import (or was still importing there)";
   f.good = list;
   f.bad = "not reached";
   out.add(std::move(f));
@@ -523,6 +616,8 @@ Finding changed_finding(Kind kind, std::string_view name, const char* how, const
 // package directory also on sys.path). The finding names the entry each path is under.
 void compare_common(const Group& g, const Group& b, Findings& out) {
   const std::string& role = b.key;
+  const bool versions_differ = python_versions_differ(g, b);
+  std::vector<std::string_view> stdlib_origins, stdlib_loaders;
   std::unordered_map<const Process*, std::vector<std::string>> roots_of;
   auto roots = [&](const Process* p) -> const std::vector<std::string>& {
     auto it = roots_of.find(p);
@@ -547,6 +642,13 @@ void compare_common(const Group& g, const Group& b, Findings& out) {
       gr = outer_rooted(clean_absolute(gim.origin), roots(gi->ok_process->p));
       origin_differs = br.root.empty() || gr.root.empty() || br.rel != gr.rel;
     }
+    // Under two Python versions a module of each one's own standard library comes from
+    // that interpreter's files, and some are frozen in one and not the other.
+    const bool stdlib_both = versions_differ && stdlib_file(bim.origin.str()) && stdlib_file(gim.origin.str());
+    if (origin_differs && stdlib_both) {
+      stdlib_origins.push_back(name);
+      origin_differs = false;
+    }
     if (origin_differs) {
       Finding f = changed_finding(Kind::OriginChanged, name, "now comes from", "<no origin>",
                                   gim.origin.empty() ? std::string() : rooted_text(gr),
@@ -557,9 +659,8 @@ void compare_common(const Group& g, const Group& b, Findings& out) {
     }
     if (bim.loader != gim.loader) {
       std::string bl = normalize_loader(bim.loader), gl = normalize_loader(gim.loader);
-      if (bl != gl) {
-        out.add(changed_finding(Kind::LoaderChanged, name, "loaded by", "<none>", gl, bl, bim, b, role));
-      }
+      if (bl != gl && stdlib_both) stdlib_loaders.push_back(name);
+      else if (bl != gl) out.add(changed_finding(Kind::LoaderChanged, name, "loaded by", "<none>", gl, bl, bim, b, role));
     }
     uint64_t bs = bi->min_self, gs = gi->min_self;
     if (bs >= gs + out.options.slower_min_ns &&
@@ -575,6 +676,8 @@ void compare_common(const Group& g, const Group& b, Findings& out) {
       out.add(std::move(f));
     }
   }
+  version_finding(Kind::OriginChanged, stdlib_origins, "come from the other interpreter's files", g, b, out);
+  version_finding(Kind::LoaderChanged, stdlib_loaders, "loaded another way (frozen in one version)", g, b, out);
 }
 
 }  // namespace diff

@@ -63,6 +63,15 @@ void compare_order(const ProcFacts& g, const ProcFacts& b, PairInfo& pair, Findi
                 *fg[i] + " (position " + std::to_string(i) + " among modules both import)";
     f.good = *fg[i];
     f.bad = *fb[i];
+    // Two Python versions whose standard libraries import their own modules in another
+    // order: part of the version's story (diff.cpp), not the program's.
+    const ModFacts *gm = g.mods.find(*fg[i]), *bm = b.mods.find(*fb[i]);
+    const std::string gv = python_version_of(*g.p), bv = python_version_of(*b.p);
+    if (!gv.empty() && !bv.empty() && gv != bv && gm && bm && gm->first_ok && bm->first_ok &&
+        stdlib_import(*gm->first_ok) && stdlib_import(*bm->first_ok)) {
+      f.story = kVersionStory;
+      f.brief = "the standard library imports its own modules in another order";
+    }
     out.add(std::move(f));
     break;
   }

@@ -345,10 +345,9 @@ void write_markdown(const Result& r, std::ostream& out, size_t max_bytes) {
       << md_cell(f.module, 80) << "</summary>\n\n```\n";
     std::ostringstream body;
     text_finding(f, body, false, "", "");
-    for (const auto& rel : f.related) {
-      body << "related:\n";
-      text_finding(rel, body, false, "  ", "- ");
-    }
+    // One heading for the story's other parts, as the text output has.
+    if (!f.related.empty()) body << "related (same story):\n";
+    for (const auto& rel : f.related) text_finding(rel, body, false, "  ", "- ");
     std::string b = body.str();
     if (b.size() > 8000) b = b.substr(0, 8000) + "\n... (cut)\n";
     d << md_code(b) << "```\n\n</details>\n\n";

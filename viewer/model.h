@@ -154,6 +154,9 @@ struct ObjectRef {
 
   bool is_plain_module() const { return flags & 1u; }
   bool is_module_subclass() const { return flags & 2u; }
+  // A module object, as isinstance(o, types.ModuleType) says: plain or of a subclass (six.moves'
+  // _MovedItems, a LazyLoader's _LazyModule, a proxy that subclasses ModuleType).
+  bool is_module() const { return flags & 3u; }
   bool is_proxy() const { return flags & 4u; }
 };
 

@@ -1,8 +1,12 @@
 // The viewer's rule for proxies (see proxy_decision.h).
 #include "proxy_decision.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <unordered_map>
 #include <unordered_set>
+
+#include "failure_reporting.h"
 
 namespace imptrace {
 namespace model {
@@ -27,6 +31,41 @@ bool import_system_probe(const Process& p, const ProxyAccess& a) {
     if (im.begin_ns >= a.time_ns && (!next || im.begin_ns < next->begin_ns)) next = &im;
   }
   return next && next->name.str() == child;
+}
+
+bool caught_attribute_error(const Process& p, const ProxyAccess& a) {
+  if (a.ok || a.error_type.str() != "AttributeError") return false;
+  if (a.during_import) {
+    int64_t at = p.import_position(a.during_import - 1);
+    if (at >= 0) {
+      const Import& im = p.imports[static_cast<size_t>(at)];
+      if (!im.ok && im.error_type.str() == a.error_type.str() && im.error_message.str() == a.error_message.str())
+        return false;
+    }
+  }
+  // From the interpreter's own `import traceback` to print an uncaught error on this thread
+  // (no Python importer; 3.13+), nothing the thread does is the program going on: 3.15's
+  // traceback resolves lazy imports from its functions and its imports probe `__path__`.
+  uint64_t printing_from = UINT64_MAX;
+  for (const auto& im : p.imports)
+    if (im.thread == a.thread && im.parent_pos < 0 && im.importer.empty() && im.name.str() == "traceback" &&
+        im.begin_ns > a.time_ns)
+      printing_from = std::min(printing_from, im.begin_ns);
+  const std::string& test = a.test.str();
+  auto went_on = [&](uint64_t t, const Str& in_test) { return t > a.time_ns && t < printing_from && in_test.str() == test; };
+  for (const auto& im : p.imports)
+    if (im.thread == a.thread && went_on(im.begin_ns, im.test) && !import_in_failure_reporting(p, im)) return true;
+  for (const auto& o : p.proxy_accesses) {
+    if (&o == &a || o.thread != a.thread || !went_on(o.time_ns, o.test) || in_failure_reporting(o.stack)) continue;
+    // A lookup made by an import that failure reporting made is part of that report.
+    int64_t in = o.during_import ? p.import_position(o.during_import - 1) : -1;
+    if (in >= 0 && import_in_failure_reporting(p, p.imports[static_cast<size_t>(in)])) continue;
+    return true;
+  }
+  // Nothing recorded after it on its thread. The main thread (the one that made the first
+  // import) of a process that exited with 0 did not die of it.
+  const bool main_thread = !p.imports.empty() && p.imports.front().thread == a.thread;
+  return main_thread && p.end.how == ProcessEnd::How::Exit && p.end.status == 0;
 }
 
 void decide_proxies(Process& p) {

@@ -26,6 +26,16 @@ bool is_import_blocker(const ObjectRef& o);
 // sys.modules['P.X'] (numpy.array_api's `from numpy import array_api`). Normal Python.
 bool import_system_probe(const Process& p, const ProxyAccess& a);
 
+// A failed lookup answered with AttributeError that the program caught: hasattr(m, "x"),
+// getattr(m, "x", default), `try: m.x except AttributeError`. That is how Python asks
+// whether an attribute exists, so normal, not an anomaly. Caught when the thread went on
+// in the same test (an import began or another lookup ran later, outside failure reporting),
+// or when it was the main thread's last record and the process exited with status 0 (an
+// uncaught AttributeError exits with 1). Not caught when the import running then failed
+// with that same error; nor, for want of evidence, when a test's failure reporting or
+// nothing at all came next.
+bool caught_attribute_error(const Process& p, const ProxyAccess& a);
+
 // Rewrites the PROXY bit (4) of every ObjectRef in `p` to the viewer's decision above.
 // A candidate whose class the trace does not describe (a trace written with proxy
 // instrumentation off) keeps the tracer's mark: nothing else is known about it.

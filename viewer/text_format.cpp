@@ -78,7 +78,7 @@ void write_object_json(JsonWriter& w, const model::ObjectRef& o) {
   w.begin_object();
   w.field("id", model::object_token(o));
   w.field("type", o.type);
-  w.field("is_module", o.is_plain_module());
+  w.field("is_module", o.is_module());
   w.field("is_proxy", o.is_proxy());
   w.field("blocked", model::is_import_blocker(o));
   w.field_or_null("name", o.name);

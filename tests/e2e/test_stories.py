@@ -6,6 +6,7 @@ cause. Each story runs on 3.8, 3.10, 3.12, Debian's 3.11 (those found here) and 
 Debian's python3."""
 import json
 import os
+import re
 import signal
 import subprocess
 import textwrap
@@ -502,8 +503,13 @@ def test_reentry_during_initialisation_is_no_anomaly_and_no_import(py, tmp_path)
     show = viewer("show", d).stdout
     anomalies = show.split("anomalies:")[-1] if "anomalies:" in show else ""
     assert "pkg.sub not bound" not in anomalies, show
-    assert "repeat imports that found the module already loaded" in show, show
-    imported = [im for im in export_json(d)["processes"][0]["imports"] if im["name"] == "pkg.sub"]
+    # Counted as export, run and diff count them, the repeat said in the same label.
+    imports = export_json(d)["processes"][0]["imports"]
+    counted = re.search(r"imports: (\d+) \(\d+ failed; 1 found the module already loaded\)", show)
+    assert counted and int(counted.group(1)) == len(imports), show
+    _, diffed = diff_json(d, d)
+    assert diffed["bad"]["imports"] == len(imports), diffed["bad"]
+    imported = [im for im in imports if im["name"] == "pkg.sub"]
     assert len(imported) == 2, imported
 
 
@@ -511,7 +517,9 @@ def test_reentry_during_initialisation_is_no_anomaly_and_no_import(py, tmp_path)
 def test_dunder_probes_through_a_module_getattr_are_no_anomaly(py, tmp_path):
     """`from mod import name` asks a module with a PEP 562 __getattr__ for __path__ (and
     hasattr() probes ask for dunders): AttributeError is the expected answer, not an
-    anomaly. A name the program needed that __getattr__ could not give still is one."""
+    anomaly; so is any AttributeError the program caught (hasattr, getattr with a default,
+    try/except), which is how Python asks whether an attribute exists. A name the program
+    needed that __getattr__ could not give, the error nothing caught, still is one."""
     code = """\
         import os, sys
         here = os.path.dirname(os.path.abspath(__file__))
@@ -522,13 +530,34 @@ def test_dunder_probes_through_a_module_getattr_are_no_anomaly(py, tmp_path):
         from lazymod import heavy
         import lazymod
         hasattr(lazymod, "__wrapped__")
+        hasattr(lazymod, "feature_probe")
+        getattr(lazymod, "with_default", None)
         try:
-            lazymod.missing_feature
+            lazymod.optional_feature
         except AttributeError:
             pass
+        lazymod.missing_feature
         """
-    d = trace_script(tmp_path, "probes", py, code)
+    d = trace_script(tmp_path, "probes", py, code, expect_rc=1)
     show = viewer("show", d).stdout
     anomalies = show.split("anomalies:")[-1] if "anomalies:" in show else ""
-    assert "__path__" not in anomalies and "__wrapped__" not in anomalies, show
+    for caught in ("__path__", "__wrapped__", "feature_probe", "with_default", "optional_feature"):
+        assert caught not in anomalies, show
+    assert "caught AttributeErrors" in show, show
     assert ".missing_feature on module 'lazymod'" in anomalies, show
+
+
+@pytest.mark.skipif(not has(DEBIAN, "six"), reason="python3-six not installed")
+def test_six_moves_is_a_module_object(tmp_path):
+    """six.moves is an instance of six._MovedItems, a types.ModuleType subclass: a module
+    object (isinstance says so), though not a plain module."""
+    d = trace_script(tmp_path, "six", DEBIAN, """\
+        import types, sys
+        from six.moves import configparser
+        assert isinstance(sys.modules["six.moves"], types.ModuleType)
+        """)
+    story = why([d], "six.moves")
+    assert [e["type"] for e in story["entries"]] == ["six._MovedItems"], story["entries"]
+    assert story["entries"][0]["is_module"] is True, story["entries"]
+    moved = [im for im in export_json(d)["processes"][0]["imports"] if im["name"] == "six.moves"]
+    assert moved and moved[0]["object"]["is_module"] is True, moved

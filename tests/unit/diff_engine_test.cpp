@@ -448,6 +448,23 @@ TEST(DiffOutput, MarkdownIsCappedAndTextIsPlain) {
   EXPECT_EQ(text.find('\x1b'), std::string::npos);
 }
 
+TEST(DiffOutput, MarkdownHeadsAStorysRelatedFindingsOnce) {
+  // The npugraph_ex story: a replaced key with several related findings.
+  std::vector<model::Process> good{npugraph_run(false, Variation())}, bad{npugraph_run(true, other_machine())};
+  diff::Result r = diff::diff_runs(good, bad);
+  ASSERT_FALSE(r.findings.empty());
+  ASSERT_GT(r.findings[0].related.size(), 1u) << dump(r);
+  size_t with_related = 0;
+  for (const auto& f : r.findings) with_related += !f.related.empty();
+  std::ostringstream md;
+  diff::write_markdown(r, md);
+  const std::string m = md.str();
+  size_t headings = 0;
+  for (size_t at = m.find("related"); at != std::string::npos; at = m.find("related", at + 1))
+    headings += (at == 0 || m[at - 1] == '\n');
+  EXPECT_EQ(headings, with_related) << m;
+}
+
 TEST(DiffOutput, HtmlIsSelfContainedAndEscaped) {
   std::vector<model::Process> good{npugraph_run(false, Variation())};
   Variation v = other_machine();

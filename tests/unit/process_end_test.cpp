@@ -116,6 +116,32 @@ TEST(ProcessEnd, NonZeroExitOrBothCutShortIsNoAbnormalEnd) {
   for (const Finding* f : all(r)) EXPECT_NE(f->kind, "process_ended_abnormally") << dump(r);
 }
 
+TEST(ProcessEnd, ErrorExitWhereTheGoodRunWentOnIsOneStatusChangeAndTheRestNotReached) {
+  // An uncaught RuntimeError after its first imports: exit status 1, the rest never reached.
+  std::vector<model::Process> good{run_of({"os", "json", "csv", "decimal", "tarfile"}, End::EXIT, 0)};
+  std::vector<model::Process> bad{run_of({"os", "json"}, End::EXIT, 1, 0, 2000)};
+  diff::Result r = diff::diff_runs(good, bad);
+  EXPECT_EQ(r.exit_status(), 0) << dump(r);
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].kind, "exit_status_changed") << dump(r);
+  EXPECT_NE(r.findings[0].summary.find("0 -> 1"), std::string::npos) << r.findings[0].summary;
+  EXPECT_EQ(r.findings[0].bad, "exited with status 1");
+  size_t unreached = 0;
+  for (const Finding* f : all(r)) {
+    if (f->kind != "module_missing") continue;
+    EXPECT_EQ(f->severity, Severity::Info) << dump(r);
+    EXPECT_NE(f->summary.find("not reached: 3 module(s)"), std::string::npos) << f->summary;
+    ++unreached;
+  }
+  EXPECT_EQ(unreached, 1u) << dump(r);
+  // Both runs failing alike is no stop to compare against: what is missing stays missing,
+  // and the same status is no change.
+  std::vector<model::Process> both_failed{run_of({"os", "json", "csv", "decimal", "tarfile"}, End::EXIT, 1)};
+  diff::Result same = diff::diff_runs(both_failed, bad);
+  EXPECT_EQ(same.exit_status(), 1) << dump(same);
+  for (const Finding* f : all(same)) EXPECT_NE(f->kind, "exit_status_changed") << dump(same);
+}
+
 TEST(ProcessEnd, BothCutShortByDifferentSignalsIsAnAbnormalEnd) {
   // A worker that crashed where the other run's was terminated (both have end records).
   std::vector<model::Process> good{run_of({"os", "json", "csv", "decimal"}, End::SIGNAL, 0, 15)};
