@@ -88,16 +88,18 @@ PyObject* call_original(const Callee& c, PyObject* const* args, size_t nargsf, P
 // that asked for the fromlist, then runs the original.
 PyObject* handle_fromlist_hook(const Callee& orig, PyObject* const* args, size_t nargs, PyObject* kwnames) {
   ThreadState& t = ts();
-  PyObject* saved_frame = t.fromlist_frame;
+  const void* saved_frame = t.fromlist_frame;
   int saved_depth = t.fromlist_depth;
-  PyObject* f = g_settings.enabled && !t.inside_tracer ? py.PyEval_GetFrame() : nullptr;  // borrowed
-  if (f) py.Py_IncRef(f);
+  const void* f = nullptr;
+  if (g_settings.enabled && !t.inside_tracer) {
+    FrameWalk w;  // the frame that asked, without a frame object where there is a route
+    f = w.point();
+  }
   t.fromlist_frame = f;
   t.fromlist_depth = f ? t.depth : -1;
   PyObject* res = call_original(orig, args, nargs, kwnames);
   t.fromlist_frame = saved_frame;
   t.fromlist_depth = saved_depth;
-  if (f) py.Py_DecRef(f);  // the frame is still running: never the last reference
   return res;
 }
 
