@@ -120,8 +120,11 @@ PyObject* spec_attr(PyObject* spec, bool plain_spec, PyObject* spec_dict, Name& 
 
 // What the module's __spec__ says, into `facts` (as SpecFacts() leaves it); `d`: the
 // module's instance dict. Filled in place: the facts are a few hundred bytes, which a
-// return by value copied at every import.
-void read_spec(PyObject* d, SpecFacts& facts) {
+// return by value copied at every import. `file`, `file_id`: the module's __file__ (kept
+// alive by `d`) and its string id. importlib sets __file__ to the spec's origin, the same
+// str object, which CPython has not hashed (so intern_obj's cache does not keep it):
+// interning it again hashed and looked up the path a second time at every import.
+void read_spec(PyObject* d, SpecFacts& facts, PyObject* file, uint32_t file_id) {
   PyObject* spec = dict_get_n(d, NAME("__spec__"));
   if (!spec || spec == py.None) return;
   PyObject* spec_type = g_main_interpreter.module_spec_type;
@@ -133,7 +136,7 @@ void read_spec(PyObject* d, SpecFacts& facts) {
   Ref sname(spec_attr(spec, plain, sd.get(), NAME("name")));
   facts.name = intern_obj(sname.get());
   Ref sorigin(spec_attr(spec, plain, sd.get(), NAME("origin")));
-  facts.origin = intern_obj(sorigin.get());
+  facts.origin = file && sorigin.get() == file ? file_id : intern_obj(sorigin.get());
   Ref loader(spec_attr(spec, plain, sd.get(), NAME("loader")));
   if (loader && loader.get() != py.None) {
     // A loader may be a class (BuiltinImporter, FrozenImporter) or an instance.
@@ -235,11 +238,12 @@ void record_import_end(ThreadState& t, const InFlight& self, PyObject* name, PyO
     // 3.15's probe for a submodule named by `lazy from pkg import name` returns None when
     // there is none: an import that found nothing, with no object to describe.
     if (out.module == py.None && !out.in_modules) out.module = nullptr;
-    if (out.module) out.described = describe(out.module, nullptr, &out.module_dict);
+    PyObject* file = nullptr;  // borrowed from out.module_dict
+    if (out.module) out.described = describe(out.module, nullptr, &out.module_dict, &file);
     rec.object = out.described;
     if (out.module_dict) {
       rec.spec_read = true;
-      read_spec(out.module_dict.get(), rec.spec);
+      read_spec(out.module_dict.get(), rec.spec, file, out.described.file);
     }
   } else {
     describe_error(et, ev, &rec.error_type, &rec.error_message);
