@@ -140,9 +140,9 @@ namespace {
 
 int capture_walk(FrameWalk& w, CodeLocation* out, int max, bool skip_importlib) {
   int n = 0;
+  CodeInfo scratch;  // (sub-interpreters) out of the loop: it is zeroed where declared
   for (int guard = 0; !w.done() && n < max && guard < 256; ++guard) {
     if (PyObject* code = w.code()) {  // borrowed
-      CodeInfo scratch;
       CodeInfo& ci = code_info(code, scratch);
       if (!(skip_importlib && ci.importlib)) {
         locate(w, ci, &out[n++]);
@@ -164,10 +164,10 @@ int capture_stack(CodeLocation* out, int max, bool skip_importlib) {
 bool capture_importer(CodeLocation* importer, CodeLocation* trigger, const void* fromlist_frame) {
   FrameWalk w;
   CodeLocation* want = importer;
+  CodeInfo scratch;  // (sub-interpreters) out of the loop: it is zeroed where declared
   for (int guard = 0; !w.done() && guard < 256; ++guard, w.next()) {
     PyObject* code = w.code();  // borrowed
     if (!code) continue;
-    CodeInfo scratch;
     CodeInfo& ci = code_info(code, scratch);
     if (want == importer && fromlist_frame && w.at(fromlist_frame)) {
       // The `from ... import` whose fromlist importlib is serving: its own frame is the
