@@ -781,10 +781,26 @@ int cursor_line(LineCursor* c, int addr) {
     c->line = -1;
   }
   bool found = true;
-  if (c->format == LineFormat::linetable_310)
+  if (c->format == LineFormat::linetable_310) {
     while (c->end <= a && (found = advance_line_310(*c))) {}
-  else
+  } else {
+    // 3.11 writes an entry per instruction (3.12+ merge the instructions of one position),
+    // nearly all of them of the fixed-size forms (short: 2 bytes, the line unchanged;
+    // one-line: 3 bytes, a delta of 0-2): passed over here as advance_line would, a few
+    // instructions each instead of its general decoding.
+    while (c->end <= a && c->pos < c->len) {
+      uint8_t head = c->table[c->pos];
+      int kind = (head >> 3) & 15;
+      uint32_t size = kind <= kLocShortForms ? 2 : kind <= kLocOneLine2 ? 3 : 0;
+      if (!size || c->pos + size >= c->len || !(c->table[c->pos + size] & kLocEntryStart)) break;
+      c->computed += kind <= kLocShortForms ? 0 : kind - kLocOneLine0;
+      c->line = c->computed;
+      c->start = c->end;
+      c->end += ((head & 7u) + 1) * 2;
+      c->pos += size;
+    }
     while (c->end <= a && (found = advance_line(*c))) {}
+  }
   return found && c->line > 0 ? c->line : 0;
 }
 
