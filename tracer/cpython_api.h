@@ -686,7 +686,7 @@ inline const char* iframe_first_complete(const CPythonApi::IFrameLayout& l, cons
 // Where probe_thread_state confirmed the thread state's route, a walk from the innermost
 // frame starts there (the route running_frame reads), without a call or a frame object.
 // The hot parts are inline: a walk runs for every import (capture_importer), and as calls
-// they were tens of instructions per import.
+// they cost tens of instructions per import.
 class FrameWalk {
  public:
   // From the innermost frame.

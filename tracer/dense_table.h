@@ -100,9 +100,8 @@ class DenseTable {
     if (p >= kMaxEntries) return nullptr;
     // The index is kept at most half full: with linear probing a lookup that finds
     // nothing (every string's first interning, every new object's identity) walks about
-    // 1 / (1 - load)^2 / 2 slots; three quarters full, that was eight slots and three
-    // times a lookup's instructions in the tracer's interning. 4 bytes a slot: the
-    // doubled index is small beside the entries.
+    // 1 / (1 - load)^2 / 2 slots: about eight at three quarters full, at most two and a
+    // half at half. 4 bytes a slot: the larger index is small beside the entries.
     if ((p + 1) * 2 > cap_) {
       if (!grow_index()) return nullptr;
       hole = Hole();  // the index was rebuilt

@@ -123,7 +123,7 @@ PyObject* spec_attr(PyObject* spec, bool plain_spec, PyObject* spec_dict, Name& 
 // return by value copied at every import. `file`, `file_id`: the module's __file__ (kept
 // alive by `d`) and its string id. importlib sets __file__ to the spec's origin, the same
 // str object, which CPython has not hashed (so intern_obj's cache does not keep it):
-// interning it again hashed and looked up the path a second time at every import.
+// interning it again would hash and look up the path a second time at every import.
 void read_spec(PyObject* d, SpecFacts& facts, PyObject* file, uint32_t file_id) {
   PyObject* spec = dict_get_n(d, NAME("__spec__"));
   if (!spec || spec == py.None) return;
