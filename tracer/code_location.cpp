@@ -136,12 +136,13 @@ void locate(const FrameWalk& w, CodeInfo& ci, CodeLocation* out) {
 
 }  // namespace
 
-int capture_stack(CodeLocation* out, int max, bool skip_importlib, PyObject* start) {
+namespace {
+
+int capture_walk(FrameWalk& w, CodeLocation* out, int max, bool skip_importlib) {
   int n = 0;
-  FrameWalk w(start);
+  CodeInfo scratch;  // (sub-interpreters) out of the loop: it is zeroed where declared
   for (int guard = 0; !w.done() && n < max && guard < 256; ++guard) {
     if (PyObject* code = w.code()) {  // borrowed
-      CodeInfo scratch;
       CodeInfo& ci = code_info(code, scratch);
       if (!(skip_importlib && ci.importlib)) {
         locate(w, ci, &out[n++]);
@@ -153,13 +154,20 @@ int capture_stack(CodeLocation* out, int max, bool skip_importlib, PyObject* sta
   return n;
 }
 
-bool capture_importer(CodeLocation* importer, CodeLocation* trigger, PyObject* fromlist_frame) {
-  FrameWalk w(nullptr);
+}  // namespace
+
+int capture_stack(CodeLocation* out, int max, bool skip_importlib) {
+  FrameWalk w;
+  return capture_walk(w, out, max, skip_importlib);
+}
+
+bool capture_importer(CodeLocation* importer, CodeLocation* trigger, const void* fromlist_frame) {
+  FrameWalk w;
   CodeLocation* want = importer;
+  CodeInfo scratch;  // (sub-interpreters) out of the loop: it is zeroed where declared
   for (int guard = 0; !w.done() && guard < 256; ++guard, w.next()) {
     PyObject* code = w.code();  // borrowed
     if (!code) continue;
-    CodeInfo scratch;
     CodeInfo& ci = code_info(code, scratch);
     if (want == importer && fromlist_frame && w.at(fromlist_frame)) {
       // The `from ... import` whose fromlist importlib is serving: its own frame is the
@@ -173,7 +181,10 @@ bool capture_importer(CodeLocation* importer, CodeLocation* trigger, PyObject* f
     if (!ci.getattr_hook) {
       // Code reached from a `from ... import` other than through importlib (a lazy
       // attribute's descriptor, as six.moves has): that line triggered it.
-      if (fromlist_frame) capture_stack(trigger, 1, false, fromlist_frame);
+      if (fromlist_frame) {
+        FrameWalk from(fromlist_frame);
+        capture_walk(from, trigger, 1, false);
+      }
       return true;
     }
     want = trigger;  // a package's __getattr__: go on to what asked it
@@ -182,7 +193,7 @@ bool capture_importer(CodeLocation* importer, CodeLocation* trigger, PyObject* f
 }
 
 bool caller_is_importlib() {
-  FrameWalk w(nullptr);
+  FrameWalk w;
   PyObject* code = w.code();  // borrowed
   if (!code) return false;
   CodeInfo scratch;

@@ -10,13 +10,14 @@ namespace imptrace {
 // Frames kept for a sys.modules change or a proxy access.
 constexpr int kStackDepth = 8;
 
-// Walks the Python stack from `start` (a borrowed frame; null: the current frame) into
-// `out`, at most `max` entries. With skip_importlib, importlib's own frames are passed
-// over so the first entry is the code that asked for the import. Returns the count.
-int capture_stack(CodeLocation* out, int max, bool skip_importlib, PyObject* start = nullptr);
+// Walks the Python stack from the current frame into `out`, at most `max` entries. With
+// skip_importlib, importlib's own frames are passed over so the first entry is the code
+// that asked for the import. Returns the count.
+int capture_stack(CodeLocation* out, int max, bool skip_importlib);
 
 // Who is beginning an import now: `importer`, the first frame outside importlib (where
-// the walk reaches `fromlist_frame`, the frame whose `from ... import` importlib's
+// the walk reaches `fromlist_frame`, a FrameWalk point() of the frame whose
+// `from ... import` importlib's
 // _handle_fromlist is serving, that frame: it is what the walk would find). When that
 // importer is a `__getattr__` (PEP 562, as in concurrent.futures' lazy ThreadPoolExecutor,
 // numpy's and lazy_loader's lazy submodules), `trigger` gets the first frame outside
@@ -24,7 +25,7 @@ int capture_stack(CodeLocation* out, int max, bool skip_importlib, PyObject* sta
 // name` reaches __getattr__ through _handle_fromlist's hasattr). Other code between a
 // `from ... import` and the import (six.moves' lazy descriptors) gets `fromlist_frame` as
 // its trigger. False when there is no importer.
-bool capture_importer(CodeLocation* importer, CodeLocation* trigger, PyObject* fromlist_frame);
+bool capture_importer(CodeLocation* importer, CodeLocation* trigger, const void* fromlist_frame);
 
 // Whether the innermost Python frame is importlib's own (its code cached, no line read).
 bool caller_is_importlib();

@@ -392,45 +392,15 @@ PyObject* type_of_slow(PyObject* o) {
 
 namespace {
 
-// 3.11-3.13: _PyFrame_IsIncomplete, for the version whose layout `l` is. 3.12 and 3.13
-// push a shim frame owned by the C stack at every entry to the interpreter loop (3.12's
-// test below would pass it over too: its trampoline code has no RESUME; 3.13's None in
-// f_executable has no code at all); a generator's frame counts as started; any other frame
-// whose instruction pointer is before its code's RESUME is still in its prologue (a
-// profile function's "call" event sees such a frame, and sys._getframe() never shows it).
-bool iframe_incomplete(const CPythonApi::IFrameLayout& l, const char* f) {
-  char owner = f[l.owner];
-  if (owner == layout::kOwnedByCStack) return true;
-  if (owner == layout::kOwnedByGenerator) return false;
-  const char* code = *reinterpret_cast<const char* const*>(f + l.code);
-  if (!code || type_of(reinterpret_cast<PyObject*>(const_cast<char*>(code))) != py.PyCode_Type) return true;
-  int first = *reinterpret_cast<const int*>(code + l.first_traceable);
-  const char* instr = *reinterpret_cast<const char* const*>(f + l.instr);
-  return instr < code + l.instructions + 2 * static_cast<intptr_t>(first);  // 2: sizeof(_Py_CODEUNIT)
-}
-
-// _PyFrame_GetFirstComplete(f): `f` or the first frame before it that has started.
-// Counts the C-stack frames passed over in `shims` when asked.
-const char* iframe_first_complete(const CPythonApi::IFrameLayout& l, const char* f, int* shims = nullptr) {
+// _PyFrame_GetFirstComplete(f->previous): the frame PyFrame_GetBack would make an object
+// for, counting the C-stack frames passed over in `shims` (probe_interpreter_walk).
+const char* iframe_back_counting(const CPythonApi::IFrameLayout& l, const char* f, int* shims) {
+  f = *reinterpret_cast<const char* const*>(f + l.previous);
   while (f && iframe_incomplete(l, f)) {
-    if (shims && f[l.owner] == layout::kOwnedByCStack) ++*shims;
+    if (f[l.owner] == layout::kOwnedByCStack) ++*shims;
     f = *reinterpret_cast<const char* const*>(f + l.previous);
   }
   return f;
-}
-
-// _PyFrame_GetFirstComplete(f->previous): the frame PyFrame_GetBack would make an object for.
-const char* iframe_back(const CPythonApi::IFrameLayout& l, const char* f, int* shims = nullptr) {
-  return iframe_first_complete(l, *reinterpret_cast<const char* const*>(f + l.previous), shims);
-}
-
-// The thread's current interpreter frame where the thread state keeps it (its address
-// may be null: no frame), as _PyThreadState_GetFrame reads it, before the incomplete
-// ones are passed over.
-const char* iframe_current(const CPythonApi::IFrameLayout& l) {
-  const char* p = static_cast<const char*>(py.PyThreadState_GetUnchecked());
-  if (p && l.thread_cframe >= 0) p = *reinterpret_cast<const char* const*>(p + l.thread_cframe);
-  return p ? *reinterpret_cast<const char* const*>(p + l.current_frame) : nullptr;
 }
 
 // Whether `v` is where `code` (a code object) has its first RESUME, in code units, as the
@@ -479,7 +449,6 @@ void probe_interpreter_walk(PyObject* frame, const char* ifr) {
   py.PyErr_Fetch(&et, &ev, &tb);
   py.Py_IncRef(frame);
   PyObject* fo = frame;
-  const char* start = ifr;
   int shims = 0;
   bool ok = true;
   for (int guard = 0; ok && guard < 4096; ++guard) {
@@ -502,7 +471,7 @@ void probe_interpreter_walk(PyObject* frame, const char* ifr) {
     }
     if (!ok) break;
     PyObject* back = py.PyFrame_GetBack(fo);  // makes the frame object, once per frame
-    const char* mine = iframe_back(l, ifr, &shims);
+    const char* mine = iframe_back_counting(l, ifr, &shims);
     py.Py_DecRef(fo);
     fo = back;
     ifr = mine;
@@ -515,14 +484,6 @@ void probe_interpreter_walk(PyObject* frame, const char* ifr) {
   py.PyErr_Clear();
   py.PyErr_Restore(et, ev, tb);
   if (!ok || (py.minor >= 12 && shims == 0)) return;
-  // The thread state's route, where `frame` is the current frame (PyEval_GetFrame's):
-  // FrameWalk then starts there without making the innermost frame's object.
-  if (py.PyThreadState_GetUnchecked && py.PyEval_GetFrame() == frame) {
-    l.thread_cframe = v311 ? layout::kTstateCFrame311 : py.minor == 12 ? layout::kTstateCFrame312 : -1;
-    l.current_frame = v311 ? layout::kCFrameCurrent311
-                           : py.minor == 12 ? layout::kCFrameCurrent312 : layout::kTstateCurrentFrame313;
-    if (iframe_first_complete(l, iframe_current(l)) != start) l.thread_cframe = l.current_frame = -1;
-  }
   py.iframe = l;
 }
 
@@ -619,6 +580,10 @@ void probe_thread_state() {
   int deref = py.minor == 11 ? layout::kCFrameCurrent311 : py.minor == 12 ? layout::kCFrameCurrent312 : -1;
   const char* f = *reinterpret_cast<const char* const*>(ts + at);
   if (deref >= 0 && f) f = *reinterpret_cast<const char* const*>(f + deref);
+  // FrameWalk passes over what PyEval_GetFrame passes over (3.12+: an incomplete topmost
+  // frame); running_frame's callers compare what they read, so either way the route is
+  // the one checked.
+  if (f && f != expected && py.iframe.previous >= 0) f = iframe_first_complete(py.iframe, f);
   if (!f || f != expected) return;
   // 3.8-3.11: the thread state without a call, where the runtime keeps it.
   if (py.minor <= 11) {
@@ -816,10 +781,26 @@ int cursor_line(LineCursor* c, int addr) {
     c->line = -1;
   }
   bool found = true;
-  if (c->format == LineFormat::linetable_310)
+  if (c->format == LineFormat::linetable_310) {
     while (c->end <= a && (found = advance_line_310(*c))) {}
-  else
+  } else {
+    // 3.11 writes an entry per instruction (3.12+ merge the instructions of one position),
+    // nearly all of them of the fixed-size forms (short: 2 bytes, the line unchanged;
+    // one-line: 3 bytes, a delta of 0-2): passed over here as advance_line would, a few
+    // instructions each instead of its general decoding.
+    while (c->end <= a && c->pos < c->len) {
+      uint8_t head = c->table[c->pos];
+      int kind = (head >> 3) & 15;
+      uint32_t size = kind <= kLocShortForms ? 2 : kind <= kLocOneLine2 ? 3 : 0;
+      if (!size || c->pos + size >= c->len || !(c->table[c->pos + size] & kLocEntryStart)) break;
+      c->computed += kind <= kLocShortForms ? 0 : kind - kLocOneLine0;
+      c->line = c->computed;
+      c->start = c->end;
+      c->end += ((head & 7u) + 1) * 2;
+      c->pos += size;
+    }
     while (c->end <= a && (found = advance_line(*c))) {}
+  }
   return found && c->line > 0 ? c->line : 0;
 }
 
@@ -831,40 +812,35 @@ int frame_line(PyObject* frame, LineCursor* c) {
   return py.PyFrame_GetLineNumber(frame);
 }
 
-FrameWalk::FrameWalk(PyObject* start) {
-  if (!start && py.iframe.current_frame >= 0) {
-    iframe_ = iframe_first_complete(py.iframe, iframe_current(py.iframe));
+void FrameWalk::start(const void* point) {
+  PyObject* f = static_cast<PyObject*>(const_cast<void*>(point));
+  if (!f) {
+    f = py.PyEval_GetFrame();  // borrowed
+    if (!f) return;
+    probe_frame_layout(f);
+    probe_thread_state();  // the next walks start from the thread state
+    if (py.iframe.previous >= 0) {
+      iframe_ = *reinterpret_cast<const char* const*>(reinterpret_cast<const char*>(f) + py.position_deref);
+      return;
+    }
+  } else if (py.iframe.previous >= 0) {
+    iframe_ = static_cast<const char*>(point);  // an interpreter frame (point())
     return;
   }
-  PyObject* f = start ? start : py.PyEval_GetFrame();  // borrowed
-  if (!f) return;
-  probe_frame_layout(f);
-  if (py.iframe.previous >= 0) {
-    iframe_ = *reinterpret_cast<const char* const*>(reinterpret_cast<const char*>(f) + py.position_deref);
-    return;
-  }
-  py.Py_IncRef(f);
   frame_ = f;
+  if (py.frame_back_offset >= 0) return;
+  py.Py_IncRef(f);
+  owned_ = true;
 }
 
-void FrameWalk::next() {
-  if (iframe_) {
-    iframe_ = iframe_back(py.iframe, iframe_);
-    return;
-  }
+void FrameWalk::next_owned() {
   if (!frame_) return;
   PyObject* back = frame_back(frame_);
   py.Py_DecRef(frame_);
   frame_ = back;
 }
 
-PyObject* FrameWalk::code() const {
-  if (iframe_) {
-    // 3.13's f_executable is not always a code object (the shims' None, which the walk
-    // passes over): checked as CPython's own callers of _PyFrame_GetCode assert it.
-    PyObject* c = *reinterpret_cast<PyObject* const*>(iframe_ + py.iframe.code);
-    return c && type_of(c) == py.PyCode_Type ? c : nullptr;
-  }
+PyObject* FrameWalk::code_owned() const {
   if (!frame_) return nullptr;
   PyObject* c = frame_code(frame_);
   if (!c) {
@@ -875,26 +851,13 @@ PyObject* FrameWalk::code() const {
   return c;
 }
 
-int FrameWalk::line(LineCursor* c) const {
-  if (!iframe_) return frame_ ? frame_line(frame_, c) : 0;
-  PyObject* co = code();
-  if (!co) return 0;
-  // PyFrame_GetLasti's offset (prev_instr, 3.13's instr_ptr, past the code's first
-  // instruction), negative before it; where the cursor gives no line, what
-  // PyFrame_GetLineNumber gives: the frame object's f_lineno while a trace function set
-  // it, else PyCode_Addr2Line at that offset (co_firstlineno for a negative one).
-  const char* instr = *reinterpret_cast<const char* const*>(iframe_ + py.iframe.instr);
-  int addr = static_cast<int>(instr - (reinterpret_cast<const char*>(co) + py.iframe.instructions));
-  int line = cursor_line(c, addr);
-  if (line > 0) return line;
+// Where the cursor gives no line, what PyFrame_GetLineNumber gives: the frame object's
+// f_lineno while a trace function set it, else PyCode_Addr2Line at that offset
+// (co_firstlineno for a negative one).
+int FrameWalk::iframe_line_slow(PyObject* code, int addr) const {
   PyObject* fo = *reinterpret_cast<PyObject* const*>(iframe_ + py.iframe.frame_object);
   if (fo) return py.PyFrame_GetLineNumber(fo);
-  return py.PyCode_Addr2Line(co, addr);
-}
-
-bool FrameWalk::at(PyObject* frame) const {
-  if (!iframe_) return frame_ && frame_ == frame;
-  return frame && *reinterpret_cast<const char* const*>(reinterpret_cast<const char*>(frame) + py.position_deref) == iframe_;
+  return py.PyCode_Addr2Line(code, addr);
 }
 
 }  // namespace imptrace

@@ -218,16 +218,12 @@ struct CPythonApi {
   struct IFrameLayout {
     int previous = -1, owner = -1, code = -1, frame_object = -1, instr = -1;
     int first_traceable = -1, instructions = -1;  // in the code object
-    // The current interpreter frame in the thread state: at current_frame in the object
-    // at thread_cframe (3.11, 3.12: tstate->cframe), or in the thread state itself
-    // (thread_cframe -1, 3.13); current_frame -1 until the probe found PyEval_GetFrame's
-    // frame there.
-    int thread_cframe = -1, current_frame = -1;
   } iframe;
   bool frame_layout_probed = false;
 
-  // The thread state, for the repeated proxy-access path (running_frame below). The
-  // current thread state: read from tstate_current (3.8-3.11, &_PyRuntime.gilstate's
+  // The thread state, for the repeated proxy-access path (running_frame below) and the
+  // start of every FrameWalk: one route, probed once (probe_thread_state). The current
+  // thread state: read from tstate_current (3.8-3.11, &_PyRuntime.gilstate's
   // tstate_current) once probe_thread_state confirmed it, else asked of
   // PyThreadState_GetUnchecked (above).
   // Where it keeps its running frame: tstate_frame (3.8-3.10 the frame object, 3.11-3.12
@@ -603,16 +599,24 @@ void probe_thread_state();
 // (3.12+: not started, or a C-stack shim): its code or instruction then is not a started
 // frame's, so a caller comparing them with a site PyEval_GetFrame gave sees a difference
 // and takes its slow path.
-[[gnu::always_inline]] inline const char* running_frame(void* interp) {
-  if (py.tstate_frame < 0) return nullptr;
-  // Never null: the caller runs Python code, so this thread has a thread state, and
-  // 3.11's and 3.12's thread states always point at a _PyCFrame (their root one at least).
-  const char* ts = static_cast<const char*>(py.tstate_current ? __atomic_load_n(py.tstate_current, __ATOMIC_RELAXED)
-                                                             : py.PyThreadState_GetUnchecked());
-  if (*reinterpret_cast<void* const*>(ts + layout::kTstateInterp) != interp) return nullptr;
+// The current thread state (GIL held), once probe_thread_state confirmed the route
+// (py.tstate_frame >= 0): never null then, the caller runs Python code.
+[[gnu::always_inline]] inline const char* current_thread_state() {
+  return static_cast<const char*>(py.tstate_current ? __atomic_load_n(py.tstate_current, __ATOMIC_RELAXED)
+                                                   : py.PyThreadState_GetUnchecked());
+}
+// Its topmost frame as running_frame reads it (null: none), for py.tstate_frame >= 0. 3.11's
+// and 3.12's thread states always point at a _PyCFrame (their root one at least).
+[[gnu::always_inline]] inline const char* thread_state_frame(const char* ts) {
   const char* f = *reinterpret_cast<const char* const*>(ts + py.tstate_frame);
   if (py.tstate_frame_deref >= 0) f = *reinterpret_cast<const char* const*>(f + py.tstate_frame_deref);
   return f;
+}
+[[gnu::always_inline]] inline const char* running_frame(void* interp) {
+  if (py.tstate_frame < 0) return nullptr;
+  const char* ts = current_thread_state();
+  if (*reinterpret_cast<void* const*>(ts + layout::kTstateInterp) != interp) return nullptr;
+  return thread_state_frame(ts);
 }
 
 // The line a frame is at, from a cursor over its code object's line table that is kept
@@ -644,6 +648,28 @@ int frame_line(PyObject* frame, LineCursor* c);
 // the cursor does not give one.
 int cursor_line(LineCursor* c, int addr);
 
+// 3.11-3.13 (py.iframe): CPython's _PyFrame_IsIncomplete. 3.12 and 3.13 push a shim
+// frame owned by the C stack at every entry to the interpreter loop (3.12's test below
+// would pass it over too: its trampoline code has no RESUME; 3.13's None in f_executable
+// has no code at all); a generator's frame counts as started; any other frame whose
+// instruction pointer is before its code's RESUME is still in its prologue (a profile
+// function's "call" event sees such a frame, and sys._getframe() never shows it).
+inline bool iframe_incomplete(const CPythonApi::IFrameLayout& l, const char* f) {
+  char owner = f[l.owner];
+  if (owner == layout::kOwnedByCStack) return true;
+  if (owner == layout::kOwnedByGenerator) return false;
+  const char* code = *reinterpret_cast<const char* const*>(f + l.code);
+  if (!code || type_of(reinterpret_cast<PyObject*>(const_cast<char*>(code))) != py.PyCode_Type) return true;
+  int first = *reinterpret_cast<const int*>(code + l.first_traceable);
+  const char* instr = *reinterpret_cast<const char* const*>(f + l.instr);
+  return instr < code + l.instructions + 2 * static_cast<intptr_t>(first);  // 2: sizeof(_Py_CODEUNIT)
+}
+// _PyFrame_GetFirstComplete(f): `f` or the first frame before it that has started.
+inline const char* iframe_first_complete(const CPythonApi::IFrameLayout& l, const char* f) {
+  while (f && iframe_incomplete(l, f)) f = *reinterpret_cast<const char* const*>(f + l.previous);
+  return f;
+}
+
 // A walk from a running frame towards the outermost one (GIL held; nothing it passes is
 // kept). 3.11-3.13 keep their frames as internal interpreter frames and make a frame
 // object only when one is asked for: PyFrame_GetBack made one for every frame it passed
@@ -652,29 +678,89 @@ int cursor_line(LineCursor* c, int addr);
 // once probe_frame_layout confirmed the layout, the walk follows the interpreter frames'
 // `previous` links itself, passing over the frames CPython's own PyFrame_GetBack passes
 // over (_PyFrame_GetFirstComplete: C-stack shim frames, frames not yet at their first
-// traceable instruction except a generator's), and touches no frame object. Elsewhere it
-// goes through frame_back.
+// traceable instruction except a generator's), and touches no frame object. 3.8-3.10,
+// once the frame object's layout is confirmed, read f_back and f_code from the frame
+// objects without a reference: a running frame is kept alive by the one it called, and
+// nothing the walk runs ends a frame. Elsewhere it goes through frame_back.
+//
+// Where probe_thread_state confirmed the thread state's route, a walk from the innermost
+// frame starts there (the route running_frame reads), without a call or a frame object.
+// The hot parts are inline: a walk runs for every import (capture_importer), and as calls
+// they cost tens of instructions per import.
 class FrameWalk {
  public:
-  // From `start` (borrowed, a running frame object), or null: the innermost frame (on
-  // 3.11-3.13 read from the thread state, as PyEval_GetFrame does, without making its
-  // frame object).
-  explicit FrameWalk(PyObject* start);
-  ~FrameWalk() { if (frame_) py.Py_DecRef(frame_); }
+  // From the innermost frame.
+  FrameWalk() {
+    if (py.tstate_frame >= 0) {
+      const char* f = thread_state_frame(current_thread_state());
+      if (py.iframe.previous >= 0) {
+        iframe_ = iframe_first_complete(py.iframe, f);
+        return;
+      }
+      if (py.frame_back_offset >= 0) {
+        frame_ = reinterpret_cast<PyObject*>(const_cast<char*>(f));
+        return;
+      }
+    }
+    start(nullptr);
+  }
+  // From `point` (a point() of an earlier walk, in this process, whose frame still runs;
+  // null: nothing to walk).
+  explicit FrameWalk(const void* point) {
+    if (point) start(point);
+  }
+  ~FrameWalk() { if (owned_ && frame_) py.Py_DecRef(frame_); }
   FrameWalk(const FrameWalk&) = delete;
   FrameWalk& operator=(const FrameWalk&) = delete;
   bool done() const { return !frame_ && !iframe_; }
-  void next();
+  void next() {
+    if (iframe_) {
+      iframe_ = iframe_first_complete(py.iframe, *reinterpret_cast<const char* const*>(iframe_ + py.iframe.previous));
+    } else if (frame_ && !owned_) {
+      frame_ = *reinterpret_cast<PyObject* const*>(reinterpret_cast<const char*>(frame_) + py.frame_back_offset);
+    } else {
+      next_owned();
+    }
+  }
   // This frame's code object, borrowed (the frame holds it); null (no error left) when
   // there is none.
-  PyObject* code() const;
+  PyObject* code() const {
+    if (iframe_) {
+      // 3.13's f_executable is not always a code object (the shims' None, which the walk
+      // passes over): checked as CPython's own callers of _PyFrame_GetCode assert it.
+      PyObject* c = *reinterpret_cast<PyObject* const*>(iframe_ + py.iframe.code);
+      return c && type_of(c) == py.PyCode_Type ? c : nullptr;
+    }
+    if (frame_ && !owned_)
+      return *reinterpret_cast<PyObject* const*>(reinterpret_cast<const char*>(frame_) + py.frame_code_offset);
+    return code_owned();
+  }
   // Its line, from `c` (a cursor over code()'s line table) where it can, as frame_line.
-  int line(LineCursor* c) const;
-  // Whether this is the frame of `frame` (a running frame object).
-  bool at(PyObject* frame) const;
+  int line(LineCursor* c) const {
+    if (!iframe_) return frame_ ? frame_line(frame_, c) : 0;
+    PyObject* co = code();
+    if (!co) return 0;
+    // PyFrame_GetLasti's offset (prev_instr, 3.13's instr_ptr, past the code's first
+    // instruction), negative before it.
+    const char* instr = *reinterpret_cast<const char* const*>(iframe_ + py.iframe.instr);
+    int addr = static_cast<int>(instr - (reinterpret_cast<const char*>(co) + py.iframe.instructions));
+    int line = cursor_line(c, addr);
+    return line > 0 ? line : iframe_line_slow(co, addr);
+  }
+  // Where the walk stands, for FrameWalk(point) and at(): the interpreter frame on
+  // 3.11-3.13, else the frame object. Valid while that frame runs.
+  const void* point() const { return iframe_ ? static_cast<const void*>(iframe_) : frame_; }
+  // Whether this is the frame of `point` (a point(), or null).
+  bool at(const void* point) const { return point && point == this->point(); }
 
  private:
-  PyObject* frame_ = nullptr;    // owned: the frame-object walk
+  void start(const void* point);
+  void next_owned();
+  PyObject* code_owned() const;
+  int iframe_line_slow(PyObject* code, int addr) const;
+
+  PyObject* frame_ = nullptr;     // the frame-object walk
+  bool owned_ = false;            // frame_ is a reference of the walk's own
   const char* iframe_ = nullptr;  // the interpreter-frame walk
 };
 

@@ -88,16 +88,18 @@ PyObject* call_original(const Callee& c, PyObject* const* args, size_t nargsf, P
 // that asked for the fromlist, then runs the original.
 PyObject* handle_fromlist_hook(const Callee& orig, PyObject* const* args, size_t nargs, PyObject* kwnames) {
   ThreadState& t = ts();
-  PyObject* saved_frame = t.fromlist_frame;
+  const void* saved_frame = t.fromlist_frame;
   int saved_depth = t.fromlist_depth;
-  PyObject* f = g_settings.enabled && !t.inside_tracer ? py.PyEval_GetFrame() : nullptr;  // borrowed
-  if (f) py.Py_IncRef(f);
+  const void* f = nullptr;
+  if (g_settings.enabled && !t.inside_tracer) {
+    FrameWalk w;  // the frame that asked, without a frame object where there is a route
+    f = w.point();
+  }
   t.fromlist_frame = f;
   t.fromlist_depth = f ? t.depth : -1;
   PyObject* res = call_original(orig, args, nargs, kwnames);
   t.fromlist_frame = saved_frame;
   t.fromlist_depth = saved_depth;
-  if (f) py.Py_DecRef(f);  // the frame is still running: never the last reference
   return res;
 }
 
@@ -118,8 +120,11 @@ PyObject* spec_attr(PyObject* spec, bool plain_spec, PyObject* spec_dict, Name& 
 
 // What the module's __spec__ says, into `facts` (as SpecFacts() leaves it); `d`: the
 // module's instance dict. Filled in place: the facts are a few hundred bytes, which a
-// return by value copied at every import.
-void read_spec(PyObject* d, SpecFacts& facts) {
+// return by value copied at every import. `file`, `file_id`: the module's __file__ (kept
+// alive by `d`) and its string id. importlib sets __file__ to the spec's origin, the same
+// str object, which CPython has not hashed (so intern_obj's cache does not keep it):
+// interning it again would hash and look up the path a second time at every import.
+void read_spec(PyObject* d, SpecFacts& facts, PyObject* file, uint32_t file_id) {
   PyObject* spec = dict_get_n(d, NAME("__spec__"));
   if (!spec || spec == py.None) return;
   PyObject* spec_type = g_main_interpreter.module_spec_type;
@@ -131,7 +136,7 @@ void read_spec(PyObject* d, SpecFacts& facts) {
   Ref sname(spec_attr(spec, plain, sd.get(), NAME("name")));
   facts.name = intern_obj(sname.get());
   Ref sorigin(spec_attr(spec, plain, sd.get(), NAME("origin")));
-  facts.origin = intern_obj(sorigin.get());
+  facts.origin = file && sorigin.get() == file ? file_id : intern_obj(sorigin.get());
   Ref loader(spec_attr(spec, plain, sd.get(), NAME("loader")));
   if (loader && loader.get() != py.None) {
     // A loader may be a class (BuiltinImporter, FrozenImporter) or an instance.
@@ -233,11 +238,12 @@ void record_import_end(ThreadState& t, const InFlight& self, PyObject* name, PyO
     // 3.15's probe for a submodule named by `lazy from pkg import name` returns None when
     // there is none: an import that found nothing, with no object to describe.
     if (out.module == py.None && !out.in_modules) out.module = nullptr;
-    if (out.module) out.described = describe(out.module, nullptr, &out.module_dict);
+    PyObject* file = nullptr;  // borrowed from out.module_dict
+    if (out.module) out.described = describe(out.module, nullptr, &out.module_dict, &file);
     rec.object = out.described;
     if (out.module_dict) {
       rec.spec_read = true;
-      read_spec(out.module_dict.get(), rec.spec);
+      read_spec(out.module_dict.get(), rec.spec, file, out.described.file);
     }
   } else {
     describe_error(et, ev, &rec.error_type, &rec.error_message);

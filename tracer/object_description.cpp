@@ -81,7 +81,7 @@ uint32_t type_name(PyObject* type) {
   return id;
 }
 
-ObjectDescription describe(PyObject* o, PyObject* as_type, Ref* dict_out) {
+ObjectDescription describe(PyObject* o, PyObject* as_type, Ref* dict_out, PyObject** file_out) {
   ObjectDescription i;
   if (!o) return i;
   PyObject* type = as_type ? as_type : type_of(o);
@@ -106,10 +106,13 @@ ObjectDescription describe(PyObject* o, PyObject* as_type, Ref* dict_out) {
   // values handed out by proxies) keep a plain address.
   i.id = identity(o, is_module || (i.flags & ObjectFlags::proxy));
   Ref d(instance_dict(o, is_module));
+  PyObject* file = nullptr;
   if (d) {
     i.name = intern_obj(dict_get_n(d.get(), NAME("__name__")));
-    i.file = intern_obj(dict_get_n(d.get(), NAME("__file__")));
+    file = dict_get_n(d.get(), NAME("__file__"));
+    i.file = intern_obj(file);
   }
+  if (file_out) *file_out = dict_out && d ? file : nullptr;
   if (dict_out) dict_out->reset(d.release());
   return i;
 }

@@ -13,8 +13,10 @@ namespace imptrace {
 // `as_type`: describe the object as if its class were already this one (a __class__
 // assignment seen just before it happens). `dict_out`, when given, receives the instance
 // dict the description was read from (callers that read more of it do not look it up
-// again).
-ObjectDescription describe(PyObject* o, PyObject* as_type = nullptr, Ref* dict_out = nullptr);
+// again), and `file_out` the __file__ found there (borrowed from that dict; null when none)
+// whose id is the description's `file`.
+ObjectDescription describe(PyObject* o, PyObject* as_type = nullptr, Ref* dict_out = nullptr,
+                           PyObject** file_out = nullptr);
 
 // "pkg.mod.QualName" for classes, "module" for plain modules (a string id).
 uint32_t type_name(PyObject* type);

@@ -57,13 +57,14 @@ struct ThreadState {
   PyObject* pending_pop_key;
   PyObject* pending_pop_value;
   // While importlib's _handle_fromlist runs for `from pkg import a, b` (or __import__ with
-  // a fromlist): the frame that asked (a reference held for the call) and the import depth
-  // then. An import begun directly from there has that frame as its importer; the walk for
+  // a fromlist): the frame that asked, as a FrameWalk point() (3.11-3.13 its interpreter
+  // frame, so no frame object is made for it; no reference: it runs until the call
+  // returns), and the import depth then. An import begun directly from there has that frame as its importer; the walk for
   // the importer stops when it reaches it. An import begun by the package's __getattr__
   // (reached through _handle_fromlist's hasattr) meets that __getattr__ first: it is the
   // importer, and the frame that asked is what triggered it.
   // fromlist_depth means something only while fromlist_frame is set.
-  PyObject* fromlist_frame;
+  const void* fromlist_frame;
   int fromlist_depth;
 };
 extern thread_local ThreadState t_state;
