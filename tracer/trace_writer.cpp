@@ -615,38 +615,53 @@ wire::ByteBuf& TraceWriter::buf() { return g_pending; }
 
 uint64_t TraceWriter::now_ns() { return mono_ns() - g_start_mono; }
 
-// The environ array as it was at the last scan (its entry pointers), so that a scan of an
-// unchanged environment is one comparison: every top-level import asks, and a program
-// importing thousands of modules from one file makes all its imports top-level. Under
-// glibc, setenv/putenv of an existing name replace its entry pointer, adding or removing
-// one changes the array's length or moves it, so pointers equal means nothing to record.
-constexpr size_t kEnvKept = 512;
-struct EnvPointers {
-  char* entries[kEnvKept];
+// What a scan of the environment last saw, so that asking again about an unchanged one
+// costs a few comparisons: every top-level import asks, and a program importing thousands
+// of modules from one file makes all its imports top-level (a CI job's environment holds a
+// hundred or more variables). Only the allow-listed variables are recorded, so only their
+// entries are compared, with what tells that the array changed shape. Under glibc,
+// setenv/putenv of an existing name replace its entry pointer in place; a new name is
+// appended (a longer array, or a moved one); unsetenv moves the later entries down (a
+// shorter array, and the allowed entries after it move). So: the same array, the same
+// length, the same last entry, and each allowed entry where it was, is an environment with
+// nothing new to record. Not seen this way: a program that writes a new pointer straight
+// into an `environ` slot that held another variable (no libc call does).
+constexpr size_t kEnvAllowedKept = 8;
+struct EnvShape {
   char** array = nullptr;
-  size_t len = 0;  // kEnvKept + 1: too long to keep, always scanned
+  size_t len = 0;
+  char* last = nullptr;
+  size_t n_allowed = 0;  // kEnvAllowedKept + 1: too many to keep, always scanned
+  size_t allowed_at[kEnvAllowedKept];
+  char* allowed[kEnvAllowedKept];
 };
-EnvPointers g_env_kept{};  // constant-initialised: no static initialiser runs at load
+EnvShape g_env_kept{};  // constant-initialised: no static initialiser runs at load
 
 bool env_unchanged_since_last_scan() {
   char** env = process_environ();
-  // The common answer in one pass over the array, entries compared as they are counted
-  // (two per step: env[i + 1] is read only once env[i] matched a kept entry, which is not
-  // null, so the walk never passes the array's terminator).
-  if (env && env == g_env_kept.array && g_env_kept.len <= kEnvKept) {
-    size_t i = 0, len = g_env_kept.len;
-    char* const* kept = g_env_kept.entries;
-    while (i + 2 <= len && env[i] == kept[i] && env[i + 1] == kept[i + 1]) i += 2;
-    if (i < len && env[i] == kept[i]) ++i;
-    if (i == len && !env[len]) return true;
+  const EnvShape& k = g_env_kept;
+  if (env && env == k.array && k.len && k.n_allowed <= kEnvAllowedKept && env[k.len - 1] == k.last &&
+      !env[k.len]) {
+    size_t i = 0;
+    while (i < k.n_allowed && env[k.allowed_at[i]] == k.allowed[i]) ++i;
+    if (i == k.n_allowed) return true;
   }
-  // Changed, too long to keep, or no environment at all: kept as it is now.
-  bool same = !env && !g_env_kept.array;
-  size_t n = 0;
-  while (env && env[n] && n <= kEnvKept) ++n;
-  g_env_kept.array = env;
-  g_env_kept.len = n;
-  if (n <= kEnvKept && n) memcpy(g_env_kept.entries, env, n * sizeof(char*));
+  // Changed, too many allowed entries to keep, or no environment at all: kept as it is now.
+  bool same = !env && !k.array;
+  EnvShape now{};
+  now.array = env;
+  while (env && env[now.len]) {
+    if (env_allowed(env[now.len])) {
+      if (now.n_allowed < kEnvAllowedKept) {
+        now.allowed_at[now.n_allowed] = now.len;
+        now.allowed[now.n_allowed] = env[now.len];
+      }
+      ++now.n_allowed;
+    }
+    ++now.len;
+  }
+  now.last = now.len ? env[now.len - 1] : nullptr;
+  g_env_kept = now;
   return same;
 }
 

@@ -15,6 +15,9 @@
   byte of any trace (parent, fork child, exec'd child), even when the program copies it
   into module globals, sys.modules keys' values, a proxy's results or a module's __file__.
   Only allow-listed variables are in the header.
+- An allow-listed variable set after the header (from Python or by C's setenv, in place or
+  appended, after other variables were added or removed) is recorded once per change, in
+  order, at the next top-level import; a change to any other variable is not.
 - Secure execution: a setuid copy of the interpreter (owner nobody, run by root, so
   AT_SECURE is set) under LD_PRELOAD writes no trace and runs as untraced. The tracer's
   own getauxval(AT_SECURE) check cannot be reached from here: the loader already drops
@@ -214,6 +217,47 @@ def test_secret_env_never_recorded(tmp_path):
     for p in export(str(out))["processes"]:
         for name in p["env"]:
             assert name in allowed or name.startswith("IMPTRACE_"), name
+
+
+ENV_CHANGES = """\
+import os, ctypes
+libc = ctypes.CDLL(None)
+import json
+os.environ["PYTEST_XDIST_WORKER"] = "gw0"
+import csv
+libc.setenv(b"PYTEST_XDIST_WORKER", b"gw1", 1)
+import decimal
+libc.setenv(b"NOT_ALLOWED", b"x", 1)
+import fractions
+libc.setenv(b"NOT_ALLOWED", b"y", 1)
+libc.unsetenv(b"BEFORE_THEM")
+libc.setenv(b"VIRTUAL_ENV", b"/venv", 1)
+import statistics
+libc.setenv(b"PYTEST_XDIST_WORKER", b"gw2", 1)
+import shlex
+os.environ["PYTEST_XDIST_WORKER"] = "gw2"
+import difflib
+"""
+
+
+@pytest.mark.parametrize("py", [PY, "/root/.pyenv/versions/3.12.1/bin/python"])
+def test_environment_changes_recorded_in_order(tmp_path, py):
+    if not os.path.exists(py):
+        pytest.skip(py + " missing")
+    out = tmp_path / "out"
+    # BEFORE_THEM first, so that unsetting it moves every allowed entry down one slot.
+    env = {"BEFORE_THEM": "1", "PATH": os.environ["PATH"], "NOT_ALLOWED": "0"}
+    r = run([py, "-c", ENV_CHANGES], traced=True, outdir=str(out), env=env)
+    assert r.returncode == 0, r.stderr
+    [f] = traces(str(out))
+    text = protoc_decodes(f).decode()
+    updates = []
+    for block in text.split("env_update {")[1:]:
+        lines = block.split("}")[0].split("\n")
+        fields = dict(l.strip().split(": ", 1) for l in lines if ": " in l)
+        updates.append((fields["name"].strip('"'), fields["value"].strip('"')))
+    assert updates == [("PYTEST_XDIST_WORKER", "gw0"), ("PYTEST_XDIST_WORKER", "gw1"),
+                       ("VIRTUAL_ENV", "/venv"), ("PYTEST_XDIST_WORKER", "gw2")], updates
 
 
 def test_setuid_interpreter_stays_untraced(tmp_path):
