@@ -714,7 +714,10 @@ def estimated_cycles(t):
     one that goes to memory 35 (Itamar Turner-Trauring's weights, which `iai` and
     `cachegrind`-based CI benchmarks use). A model, not this machine's clock: it makes the
     tracer's cache misses, and those it causes the interpreter, count in a figure that does
-    not move from run to run, where CPU time here moves by 10-20 %."""
+    not move from run to run, where CPU time here moves by 10-20 %. Its added cycles per
+    import match the clock's; its untraced cycles do not (the interpreter runs at about two
+    instructions per cycle, and the model charges every access at least one), so its ratios
+    understate the clock's."""
     if "D1mr" not in t:
         return None
     ram = t.get("ILmr", 0) + t.get("DLmr", 0) + t.get("DLmw", 0)
@@ -876,9 +879,11 @@ def window_report(cgw):
              f"(caches simulated: {' '.join(simulated_caches()) or 'as valgrind guesses them'}, "
              "this machine's first level and last level from sysfs): 1 per memory access served by the "
              "first level, 5 per one served by the last level, 35 per one that goes to memory "
-             "(instruction fetches included). It is a model of time that includes the cache misses "
-             "the tracer causes, its own and the interpreter's around it, and gives the same figure "
-             "at every run. The whole-`sys.modules` walk of 3.11 (and of 3.8-3.10 "
+             "(instruction fetches included). It counts the cache misses the tracer causes, its own and "
+             "the interpreter's around it, and gives the same figure at every run; it charges every "
+             "access at least one cycle, so it overstates an interpreter that runs at two instructions "
+             "per cycle and its ratios understate the clock's: read it for the added cycles per "
+             "import. The whole-`sys.modules` walk of 3.11 (and of 3.8-3.10 "
              "after a change no hook saw) runs on a time budget, so a window holds a varying number "
              "of walks: its figure moves by up to a few thousand instructions per import from run "
              "to run there.")
