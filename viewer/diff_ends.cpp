@@ -103,11 +103,17 @@ void compare_ends(const ProcFacts* good, const ProcFacts& bad, Findings& out) {
   // terminated in one run and exits by itself in another, by chance. Info, not error; a
   // worker terminated before it got as far as the good one (hung in an import) stays one.
   const bool nothing_unreached = good && model::terminated(be) && reached_all_of(*good, bad);
+  // Terminated with no counterpart at all: a worker that got tasks in this run and none in
+  // the other (a process that imports nothing leaves no trace), then was SIGTERMed idle.
+  // Nothing to compare it with, so nothing it did not reach; a crash stays an error.
+  const bool unpaired_terminated = !good && model::terminated(be);
   // Ranked by its kind, first; among several, the earliest process of the bad run first.
-  Finding f = new_finding(Kind::ProcessEndedAbnormally, nothing_unreached ? Severity::Info : Severity::Error, "",
-                          bad.role, static_cast<uint64_t>(bad.index));
+  Finding f = new_finding(Kind::ProcessEndedAbnormally,
+                          nothing_unreached || unpaired_terminated ? Severity::Info : Severity::Error, "", bad.role,
+                          static_cast<uint64_t>(bad.index));
   f.summary = "process ended abnormally: " + bad.role + " " + model::end_text(be);
   if (nothing_unreached) f.summary += " after importing all its good counterpart did";
+  if (unpaired_terminated) f.summary += ", with no process of its kind in the good run to compare";
   if (!bad.p->imports.empty()) {
     const Import& last = bad.p->imports.back();
     f.summary += "; its last import was " + last.name.str();

@@ -182,6 +182,26 @@ TEST(ProcessEnd, TerminatedAfterReachingAllTheGoodOneDidIsInfoBeforeThatAnError)
   EXPECT_EQ(diff::diff_runs(good, crashed).exit_status(), 1);
 }
 
+TEST(ProcessEnd, TerminatedWithNoCounterpartIsInfoACrashWithNoneAnError) {
+  // A pool's worker that got tasks in the bad run only (in the good run it imported
+  // nothing, so left no trace), then was SIGTERMed idle: nothing to compare it with.
+  std::vector<model::Process> good{run_of({"os", "json"}, End::OS_EXIT, 0, 0, 1000)};
+  std::vector<model::Process> bad{run_of({"os", "json"}, End::OS_EXIT, 0, 0, 2000),
+                                  run_of({"os", "json"}, End::SIGNAL, 0, 15, 2001)};
+  diff::Result r = diff::diff_runs(good, bad);
+  EXPECT_EQ(r.exit_status(), 0) << dump(r);
+  size_t ends = 0;
+  for (const Finding* f : all(r)) {
+    if (f->kind != "process_ended_abnormally") continue;
+    EXPECT_EQ(f->severity, Severity::Info) << dump(r);
+    EXPECT_EQ(f->good, "no such process");
+    ++ends;
+  }
+  EXPECT_EQ(ends, 1u) << dump(r);
+  bad[1] = run_of({"os", "json"}, End::SIGNAL, 0, 11, 2001);
+  EXPECT_EQ(diff::diff_runs(good, bad).exit_status(), 1);
+}
+
 // pytest run serially against pytest -n 2: the tests (and the replacement) happen in the
 // workers of one run and in the main process of the other.
 std::vector<model::Process> xdist_run(bool bad) {
