@@ -146,9 +146,12 @@ void observe_module(PyObject* module) {
   if (t != py.PyModule_Type && !py.PyType_IsSubtype(t, py.PyModule_Type)) return;
   PyObject* d = py.PyModule_GetDict(module);
   if (!d) { py.PyErr_Clear(); return; }
+  // Most modules have no __getattr__: their name is not looked up (a lookup in a module's
+  // dict is a hundred instructions and a cache miss or two, at every import).
   PyObject* getattr = dict_lookup(d, g_observer.getattr_str);
+  if (!getattr) return;
   PyObject* name = dict_lookup(d, g_observer.name_str);
-  if (getattr && name && type_of(name) == py.PyUnicode_Type) observe_function(getattr, MODULE_GETATTR, name);
+  if (name && type_of(name) == py.PyUnicode_Type) observe_function(getattr, MODULE_GETATTR, name);
 }
 
 void observe_proxy_class(PyObject* type, bool getattr, bool setattr) {
