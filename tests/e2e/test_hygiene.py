@@ -17,6 +17,10 @@
 - C++ exceptions thrown and caught inside Debian's python3-torch (tensor index out of
   range -> IndexError, shape mismatch -> RuntimeError, both caught and uncaught) give the
   same stdout, stderr and exit status traced and untraced.
+- Built with its profile (IMPTRACE_PGO, tracer/CMakeLists.txt): the profile training ran to
+  its end on every interpreter the build named, and left the counts the library was
+  compiled with (a tracer that crashed or failed the training program there would be
+  skipped by the training and leave that interpreter's paths unprofiled).
 """
 import os
 import re
@@ -24,7 +28,7 @@ import subprocess
 
 import pytest
 
-from e2e_util import LIB, export, protoc_decodes, run, traces
+from e2e_util import BUILD, LIB, export, protoc_decodes, run, traces
 
 PY = "/usr/bin/python3"
 
@@ -40,6 +44,26 @@ FORBIDDEN = re.compile(r"^(_Unwind_|_ZSt|_ZNSt|_ZNKSt|_ZTI|_ZTS|_ZTV|__cxa_(?!at
 
 def have_torch():
     return subprocess.run([PY, "-c", "import torch"], capture_output=True).returncode == 0
+
+
+def cache_value(name):
+    with open(os.path.join(BUILD, "CMakeCache.txt")) as f:
+        for line in f:
+            if line.startswith(name + ":"):
+                return line.split("=", 1)[1].strip()
+    return None
+
+
+def test_built_with_a_profile_trained_on_every_interpreter_named():
+    if cache_value("IMPTRACE_PGO") not in ("ON", "1", "TRUE"):
+        pytest.skip("this build has no profile-guided optimisation (IMPTRACE_PGO off)")
+    named = [p for p in cache_value("IMPTRACE_PGO_PYTHONS").split(";") if p]
+    with open(os.path.join(BUILD, "pgo", "training.txt")) as f:
+        report = f.read().splitlines()
+    trained = [line[len("trained on "):] for line in report if line.startswith("trained on ")]
+    assert named and trained == named, report
+    counts = os.path.join(BUILD, "pgo", "tracer.gcda")
+    assert "profile: %s (%d bytes)" % (counts, os.path.getsize(counts)) in report
 
 
 def dyn_symbols(*flags):
