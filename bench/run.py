@@ -680,10 +680,14 @@ def callgrind_totals(path):
 
 
 def simulated_caches():
-    """valgrind's cache options for this machine's first-level caches and its last level,
-    from sysfs: valgrind's own guess in this VM is a 256 MiB direct-mapped last level (it
-    cannot read the host's), which turns every last-level miss into a hit. [] when sysfs
-    has no cache description (valgrind then guesses)."""
+    """valgrind's cache options for this machine's first-level caches and its last level:
+    from sysfs, or where this VM's sysfs has no cache description, from the C library's
+    report of CPUID (`getconf -a`). valgrind's own guess here is a last level of 256 MiB
+    direct-mapped or 512 MiB two-way (it cannot read the host's), which turns every
+    last-level miss into a hit. A level is passed only when fully described with a set
+    count valgrind can simulate (a power of two); the last level is the largest such
+    unified one (with CPUID's report on this VM, which gives the level 3 no
+    associativity, the level 2). Options valgrind is not given it guesses itself."""
     found = {}
     base = "/sys/devices/system/cpu/cpu0/cache"
     try:
@@ -695,16 +699,42 @@ def simulated_caches():
                     return f.read().strip()
             size = int(field("size").rstrip("K")) * 1024
             level, kind = int(field("level")), field("type")
-            spec = f"{size},{field('ways_of_associativity')},{field('coherency_line_size')}"
+            geometry = (size, int(field("ways_of_associativity")), int(field("coherency_line_size")))
             if level == 1 and kind in ("Data", "Instruction"):
-                found["D1" if kind == "Data" else "I1"] = spec
+                found["D1" if kind == "Data" else "I1"] = geometry
             elif kind == "Unified" and level >= found.get("LL_level", 0):
-                found["LL"], found["LL_level"] = spec, level
+                found["LL"], found["LL_level"] = geometry, level
     except (OSError, ValueError):
-        return []
-    if not all(k in found for k in ("I1", "D1", "LL")):
-        return []
-    return [f"--I1={found['I1']}", f"--D1={found['D1']}", f"--LL={found['LL']}"]
+        found = {}
+    if not found:
+        try:
+            conf = dict(line.split(None, 1) for line in subprocess.run(
+                ["getconf", "-a"], stdout=subprocess.PIPE, universal_newlines=True).stdout.splitlines()
+                if len(line.split(None, 1)) == 2)
+        except OSError:
+            conf = {}
+        def level(prefix):
+            try:
+                return tuple(int(conf[f"{prefix}_{k}"]) for k in ("SIZE", "ASSOC", "LINESIZE"))
+            except (KeyError, ValueError):
+                return None
+        found = {"I1": level("LEVEL1_ICACHE"), "D1": level("LEVEL1_DCACHE")}
+        for n in (2, 3, 4):
+            g = level(f"LEVEL{n}_CACHE")
+            if g and usable(g):
+                found["LL"] = g
+    return [f"--{k}={','.join(str(x) for x in found[k])}" for k in ("I1", "D1", "LL")
+            if found.get(k) and usable(found[k])]
+
+
+def usable(geometry):
+    """A cache valgrind can simulate: size, associativity and line all known, and a number
+    of sets that is a power of two."""
+    size, assoc, line = geometry
+    if size <= 0 or assoc <= 0 or line <= 0 or size % (assoc * line):
+        return False
+    sets = size // (assoc * line)
+    return sets & (sets - 1) == 0
 
 
 def estimated_cycles(t):
@@ -781,6 +811,7 @@ def run_callgrind_windows(workload, src, suite, lib, scratch, log, cache_sim=Tru
                     ["callgrind_annotate", "--show=Ir", "--inclusive=yes", "--threshold=100", d],
                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, universal_newlines=True).stdout)
                 t["walk_Ir"] = sum(v for (fn, _), v in rows.items() if fn == "shadow_full_sync")
+                t["own"] = object_totals(d, "libimptrace")
         log(f"  callgrind windows {workload} {c}: {', '.join(format(x['Ir'], ',') for x in out[c])} "
             f"instructions in {secs[c]:.0f}s")
     return out, secs
@@ -852,8 +883,9 @@ def window_report(cgw):
     L.append("| workload | interpreter | window | imports | untraced Ir/import | +instructions/import "
              "| instructions ratio | untraced est. cycles/import | +est. cycles/import | est. cycles ratio "
              "| +L1 misses/import | +LL misses/import | of the added: sys.modules walk Ir/import "
-             "| instructions ratio without the walk | callgrind wall s |")
-    L.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+             "| instructions ratio without the walk | of the added: the tracer's own Ir/import "
+             "| the tracer's own est. cycles/import | callgrind wall s |")
+    L.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     rows = [(w, c, counts, secs) for w, (counts, secs) in cgw.items() for c in counts if c != "untraced"]
     for w, c, counts, secs in rows:
         base, py = split_workload(w)
@@ -868,9 +900,12 @@ def window_report(cgw):
             cycles = f"{ecu / n:,.0f} | {(eci - ecu) / n:+,.0f} | {eci / ecu:.3f}" if ecu else " | | "
             walk = f"{im['walk_Ir'] / n:,.0f}" if "walk_Ir" in im else ""
             without = f"{(im['Ir'] - im['walk_Ir']) / un['Ir']:.3f}" if "walk_Ir" in im else ""
+            own = im.get("own") or {}
+            own_ir = f"{own['Ir'] / n:,.0f}" if "Ir" in own else ""
+            own_cycles = f"{estimated_cycles(own) / n:,.0f}" if "D1mr" in own else ""
             L.append(f"| {base}{label_c} | {py} | {label} | {n:,} | {un['Ir'] / n:,.0f} | {(im['Ir'] - un['Ir']) / n:+,.0f} "
                      f"| {im['Ir'] / un['Ir']:.3f} | {cycles} | {added('I1mr', 'D1mr', 'D1mw')} "
-                     f"| {added('ILmr', 'DLmr', 'DLmw')} | {walk} | {without} "
+                     f"| {added('ILmr', 'DLmr', 'DLmw')} | {walk} | {without} | {own_ir} | {own_cycles} "
                      f"| {secs['untraced']:.0f} + {secs[c]:.0f} |")
     L.append("")
     L.append("A window counts only what runs between its open and close (valgrind "
@@ -886,7 +921,10 @@ def window_report(cgw):
              "import. The whole-`sys.modules` walk of 3.11 (and of 3.8-3.10 "
              "after a change no hook saw) runs on a time budget, so a window holds a varying number "
              "of walks: its figure moves by up to a few thousand instructions per import from run "
-             "to run there.")
+             "to run there. \"The tracer's own\" is the self cost of libimptrace.so's functions "
+             "(the rest of the added is the interpreter's and the C library's work on the tracer's "
+             "behalf, and the interpreter's own misses: the interpreter's part also moves with the "
+             "memory layout, bench/README.md).")
     L.append("")
     return L
 
@@ -908,6 +946,32 @@ def short_fn(fn):
             out.append(ch)
     name = "".join(out).replace(".lto_priv.0", "").replace(" [clone .part.0]", "").strip()
     return name, obj
+
+
+CACHE_EVENTS = ("Ir", "Dr", "Dw", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw")
+
+
+def object_totals(path, obj):
+    """{event: count} of the functions of one object (a path containing `obj`), self costs:
+    what the tracer's own code did in a window, apart from what it made the interpreter
+    do. Empty without callgrind_annotate or the cache simulation's events."""
+    txt = subprocess.run(["callgrind_annotate", "--show=" + ",".join(CACHE_EVENTS), "--inclusive=no",
+                          "--threshold=100", path], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                         universal_newlines=True).stdout
+    total = {}
+    for line in txt.splitlines():
+        if obj not in line or "PROGRAM TOTALS" in line:
+            continue
+        fields = re.sub(r"\([^)]*\)", " ", line).split()
+        nums = []
+        for f in fields:
+            if not re.fullmatch(r"[\d,]+|\.", f):
+                break
+            nums.append(0 if f == "." else int(f.replace(",", "")))
+        if len(nums) == len(CACHE_EVENTS):
+            for e, v in zip(CACHE_EVENTS, nums):
+                total[e] = total.get(e, 0) + v
+    return total
 
 
 def parse_annotate(txt):
