@@ -115,3 +115,47 @@ def test_python_upgrade_frames_the_diff_and_the_stdlib_is_not_your_code(tmp_path
     blamed = [f for f in findings[1:] if f["severity"] != "info"]
     assert [(f["kind"], f["module"]) for f in blamed] == [("module_added", "fractions")], blamed
     assert "story.py:3" in blamed[0]["summary"], blamed
+
+
+# ---- the same framing in the many-run diff (`--good RUN... --bad RUN...`) ----------------
+
+def many(good, bad):
+    r = viewer("diff", "--good", *good, "--bad", *bad, "--format", "json", check=False)
+    return r, json.loads(r.stdout)
+
+
+def test_many_runs_uncaught_error_after_the_imports_is_an_exit_status_not_missing_modules(tmp_path):
+    py = pyenv("3.12")
+    good = [traced_script(tmp_path, "good%d" % i, py, PROGRAM)[0] for i in (1, 2)]
+    bad = [traced_script(tmp_path, "bad%d" % i, py, PROGRAM, env={"FAIL": "1"})[0] for i in (1, 2)]
+    r, d = many(good, bad)
+    loud = [f for f in every_finding(d["findings"]) if f["severity"] != "info"]
+    assert r.returncode == 0 and not loud, loud
+    top = d["findings"][0]
+    assert top["kind"] == "exit_status_changed" and top["support"] == {"bad": [2, 2], "good": [0, 2]}, top
+    assert "0 -> 1" in top["summary"] and "its last import was argparse at story.py:3" in top["summary"], top
+    unreached = [f for f in every_finding(d["findings"]) if f["kind"] == "module_missing"]
+    assert len(unreached) == 1 and unreached[0]["summary"].startswith("not reached"), unreached
+    assert "email.mime.text" in unreached[0]["good"], unreached
+
+
+def test_many_runs_python_upgrade_frames_the_diff_and_the_stdlib_is_not_your_code(tmp_path):
+    code = """\
+        import sys, json, email.mime.text, decimal
+        if sys.version_info >= (3, 13):
+            import fractions
+        """
+    good = [traced_script(tmp_path, "good%d" % i, pyenv("3.12"), code)[0] for i in (1, 2)]
+    bad = [traced_script(tmp_path, "bad%d" % i, pyenv("3.13"), code)[0] for i in (1, 2)]
+    r, d = many(good, bad)
+    findings = d["findings"]
+    top = findings[0]
+    assert top["kind"] == "python_version_changed" and top["severity"] == "warning", findings
+    assert top["good"].startswith("Python 3.12") and top["bad"].startswith("Python 3.13"), top
+    assert top["support"] == {"bad": [2, 2], "good": [0, 2]}, top
+    parts = {f["kind"] for f in top["related"]}
+    assert {"module_missing", "origin_changed"} <= parts, top["related"]
+    assert all(f["severity"] == "info" for f in top["related"]), top["related"]
+    blamed = [f for f in findings[1:] if f["severity"] != "info"]
+    assert [(f["kind"], f["module"]) for f in blamed] == [("module_added", "fractions")], blamed
+    assert "story.py:3" in blamed[0]["summary"], blamed
