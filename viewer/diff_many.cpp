@@ -76,7 +76,6 @@ struct Stop {
   std::string role;
   bool error_exit_only = false;  // it only exited with an error status: no stop where a passing one did so too
   uint64_t end_key = 0;
-  model::ProcessEnd end;
   std::vector<uint64_t> reached, ok;
 };
 
@@ -487,10 +486,7 @@ void note_stop(const ProcFacts& f, std::vector<Stop>& stops) {
   Stop s;
   s.role = pair_role(f);
   s.error_exit_only = !stopped_short(p, true);
-  if (model::ended_abnormally(p.end)) {
-    s.end_key = end_key(end_role(f), p.end);
-    s.end = p.end;
-  }
+  if (model::ended_abnormally(p.end)) s.end_key = end_key(end_role(f), p.end);
   for (size_t i = 0; i < f.mods.size(); ++i) {
     const ModFacts& m = f.mods.value(i);
     if (reached_point(p, m)) s.reached.push_back(name_hash(f.mods.key(i)));
