@@ -150,6 +150,7 @@ CPythonSupport resolve_cpython_api(char* why, size_t why_size) {
   if (py.minor <= 11) want(g_runtime, "_PyRuntime");  // here, not under the GIL: dlsym takes the loader's lock
   want(py.PyEval_GetGlobals, "PyEval_GetGlobals");
   want(py.PyCFunction_Type, "PyCFunction_Type");
+  if (py.minor < 10) want(py.PyExc_AttributeError, "PyExc_AttributeError");
   want(py.PyObject_Vectorcall, "PyObject_Vectorcall");
   want(py.PyType_Lookup, "_PyType_Lookup");
   want(py.PyFunction_Vectorcall, "_PyFunction_Vectorcall");

@@ -100,6 +100,8 @@ struct CPythonApi {
   PyObject* PyType_Type = nullptr;
   PyObject* PyCFunction_Type = nullptr;  // builtin_function_or_method (null if not found)
   PyObject* None = nullptr;  // &_Py_NoneStruct
+  // The variable holding CPython's AttributeError type (null if not found).
+  PyObject** PyExc_AttributeError = nullptr;
   PyObject* (*PyModule_GetDict)(PyObject*) = nullptr;
   PyObject* (*PyErr_Occurred)() = nullptr;
   void (*PyErr_Fetch)(PyObject**, PyObject**, PyObject**) = nullptr;

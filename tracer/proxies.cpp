@@ -1,5 +1,7 @@
 #include "proxies.h"
 
+#include <cstring>
+
 #include "access_repeats.h"
 #include "code_location.h"
 #include "object_description.h"
@@ -74,6 +76,37 @@ bool binds(PyObject* module, PyObject* attr, PyObject* value) {
   return dict_lookup(d, attr) == value;
 }
 
+// Whether `ev` (CPython's own AttributeError, before 3.10) says exactly that `module`
+// has no attribute `attr`, in the words of a module's failed lookup. Reads the module's
+// __name__ from its dict and the message from its args (a single exact str): no program
+// code runs.
+bool module_lookup_message(PyObject* ev, PyObject* module, PyObject* attr) {
+  PyObject* d = py.PyModule_GetDict(module);  // borrowed
+  if (!d) { py.PyErr_Clear(); return false; }
+  PyObject* name = dict_get_n(d, NAME("__name__"));  // borrowed
+  Py_ssize_t nn = 0, na = 0, nm = 0;
+  const char* n = name ? str_utf8(name, &nn) : nullptr;
+  const char* a = str_utf8(attr, &na);
+  if (!n || !a) return false;
+  Ref args(getattr_n(ev, NAME("args")));
+  if (!args) { py.PyErr_Clear(); return false; }
+  if (py.PyTuple_Size(args.get()) != 1) { py.PyErr_Clear(); return false; }
+  const char* m = str_utf8(py.PyTuple_GetItem(args.get(), 0), &nm);
+  if (!m) return false;
+  static const char kHead[] = "module '", kMid[] = "' has no attribute '";
+  const size_t head = sizeof kHead - 1, mid = sizeof kMid - 1;
+  const size_t want = head + static_cast<size_t>(nn) + mid + static_cast<size_t>(na) + 1;
+  if (static_cast<size_t>(nm) != want) return false;
+  const char* at = m;
+  if (memcmp(at, kHead, head) != 0) return false;
+  at += head;
+  if (memcmp(at, n, static_cast<size_t>(nn)) != 0) return false;
+  at += nn;
+  if (memcmp(at, kMid, mid) != 0) return false;
+  at += mid;
+  return memcmp(at, a, static_cast<size_t>(na)) == 0 && at[na] == '\'';
+}
+
 // The module a forward went to, as far as it can be told without running the program's
 // code. A proxy usually holds what it forwards to in its own dict, but it may hold more
 // than its target: pygments.lexers' _automodule holds `_mapping` (the table of lexer
@@ -85,6 +118,11 @@ bool binds(PyObject* module, PyObject* attr, PyObject* value) {
 //  - one that failed: AttributeError.obj (3.10+), the object whose lookup failed; when
 //    it is None the proxy's own code raised the error (pygments' `raise
 //    AttributeError(name)`) and nothing was forwarded;
+//  - before 3.10 an AttributeError has no `obj`: the held module is named only when the
+//    message is the one its own lookup gives ("module 'm' has no attribute 'a'",
+//    CPython's module getattr and the PEP 562 convention). Another message was raised by
+//    the proxy's own code (pygments' `raise AttributeError(name)` while it holds only
+//    `_mapping`), which forwarded nothing;
 //  - otherwise (a result found in none of them, an error that does not say): the module
 //    the proxy holds, when it holds exactly one. Among several, no target is recorded
 //    rather than a guess.
@@ -108,7 +146,11 @@ ObjectDescription forwarded_target(PyObject* proxy, PyObject* attr, PyObject* va
     if (only && only != v) several = true;
     only = v;
   }
-  return only && !several ? describe(only) : ObjectDescription();
+  if (!only || several) return ObjectDescription();
+  if (!value && ev && py.minor < 10 && py.PyExc_AttributeError && type_of(ev) == *py.PyExc_AttributeError &&
+      !module_lookup_message(ev, only, attr))
+    return ObjectDescription();
+  return describe(only);
 }
 
 // `site`: where a successful access came from, when its repeats may be counted.

@@ -171,16 +171,14 @@ void make_dirs(const char* path) {
   }
 }
 
-// Creates the file: mode 0600, never following a symlink, never replacing an existing file
-// (pid reuse, a hostile shared /tmp): on a clash, a numbered sibling is tried instead.
-bool open_output() {
+// The file's name: IMPTRACE_OUTPUT expanded, absolute, the default name inside a directory.
+void output_path(char* full, size_t size) {
   char path[PATH_MAX];
-  char full[PATH_MAX];
   expand(g_pattern, path, sizeof path);
   if (path[0] != '/') {
-    snprintf(full, sizeof full, "%s/%s", g_cwd, path);
+    snprintf(full, size, "%s/%s", g_cwd, path);
   } else {
-    snprintf(full, sizeof full, "%s", path);
+    snprintf(full, size, "%s", path);
   }
   size_t len = strlen(full);
   if (len && full[len - 1] == '/') make_dirs(full);
@@ -189,22 +187,68 @@ bool open_output() {
   if (is_dir) {
     char pat[PATH_MAX];
     snprintf(pat, sizeof pat, "%s%simptrace.%%n.%%p.pb", full, full[len - 1] == '/' ? "" : "/");
-    expand(pat, full, sizeof full);
+    expand(pat, full, size);
   }
-  // On a clash the counter goes before a ".pb" extension (imptrace.python3.42.1.pb), so a
-  // directory of traces still holds nothing but *.pb files.
-  char attempt[PATH_MAX + 16];
+}
+
+// The name to try the `i`th time: `full` itself, then on a clash a counter, before a ".pb"
+// extension (imptrace.python3.42.1.pb) so that a directory of traces still holds nothing but
+// *.pb files.
+constexpr int kNameAttempts = 1000;
+void candidate_name(const char* full, int i, char* out, size_t size) {
   size_t flen = strlen(full);
   bool pb = flen > 3 && strcmp(full + flen - 3, ".pb") == 0;
-  for (int i = 0; i < 1000; ++i) {
-    if (i == 0) snprintf(attempt, sizeof attempt, "%s", full);
-    else if (pb) snprintf(attempt, sizeof attempt, "%.*s.%d.pb", static_cast<int>(flen - 3), full, i);
-    else snprintf(attempt, sizeof attempt, "%s.%d", full, i);
+  if (i == 0) snprintf(out, size, "%s", full);
+  else if (pb) snprintf(out, size, "%.*s.%d.pb", static_cast<int>(flen - 3), full, i);
+  else snprintf(out, size, "%s.%d", full, i);
+}
+
+// Creates the file under its name: mode 0600, never following a symlink, never replacing
+// an existing file (pid reuse, a hostile shared /tmp): on a clash, a numbered sibling.
+bool open_named(const char* full) {
+  char attempt[PATH_MAX + 16];
+  for (int i = 0; i < kNameAttempts; ++i) {
+    candidate_name(full, i, attempt, sizeof attempt);
     int fd = open(attempt, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd >= 0) { g_fd = fd; return true; }
     if (errno != EEXIST) { warn("cannot create trace file", attempt, errno); return false; }
   }
   warn("cannot create trace file", full, EEXIST);
+  return false;
+}
+
+// A process killed while its file was being created (SIGKILL, or SIGTERM while the writer
+// was busy) left an empty file behind. The file is first made without a name in its
+// directory (O_TMPFILE, mode 0600) and linked under its name only once its header is
+// written: a file there always holds a header, and a process killed before that leaves
+// nothing, as one that imports nothing. False where the file system cannot (then the file
+// is made under its name, as above).
+bool open_unnamed(const char* full) {
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s", full);
+  char* slash = strrchr(dir, '/');
+  if (!slash) return false;
+  slash[slash == dir ? 1 : 0] = 0;
+  int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  g_fd = fd;
+  return true;
+}
+
+// Links the unnamed file under the first free candidate name (linkat never replaces a
+// file: EEXIST is a clash). Through /proc/self/fd, which needs no privilege; else by the
+// descriptor itself (AT_EMPTY_PATH, CAP_DAC_READ_SEARCH).
+bool link_unnamed(const char* full) {
+  char self[64];
+  snprintf(self, sizeof self, "/proc/self/fd/%d", g_fd);
+  char attempt[PATH_MAX + 16];
+  for (int i = 0; i < kNameAttempts; ++i) {
+    candidate_name(full, i, attempt, sizeof attempt);
+    if (linkat(AT_FDCWD, self, AT_FDCWD, attempt, AT_SYMLINK_FOLLOW) == 0) return true;
+    if (errno == EEXIST) continue;
+    if (linkat(g_fd, "", AT_FDCWD, attempt, AT_EMPTY_PATH) == 0) return true;
+    if (errno != EEXIST) return false;
+  }
   return false;
 }
 
@@ -551,6 +595,37 @@ void put_header(wire::ByteBuf& b) {
   wire::end_message(b, m);
 }
 
+// The file and its mapping let go of (an unnamed file is then gone): as before any was made.
+void forget_file() {
+  if (g_map) munmap(g_map, g_map_len);
+  g_map = nullptr;
+  g_map_off = g_map_len = 0;
+  g_populated = 0;
+  g_len = g_cap = 0;
+  if (g_fd >= 0) close(g_fd);
+  g_fd = -1;
+}
+
+// The file with its header (open_unnamed, open_named), or false after one line.
+bool create_output() {
+  char full[PATH_MAX];
+  output_path(full, sizeof full);
+  wire::ByteBuf h, none;
+  put_header(h);
+  if (h.failed) {
+    warn("cannot write trace file", full, ENOMEM);
+    return false;
+  }
+  if (open_unnamed(full)) {
+    if (append(h, none) && link_unnamed(full)) return true;
+    forget_file();  // not here: made under its name instead
+  }
+  if (!open_named(full)) return false;
+  if (append(h, none)) return true;
+  warn("cannot write trace file", full, errno);
+  return false;
+}
+
 void atfork_prepare() { pthread_mutex_lock(&g_mutex); }
 void atfork_parent() { pthread_mutex_unlock(&g_mutex); }
 void atfork_child() {
@@ -787,17 +862,11 @@ void TraceWriter::flush() {
     return;
   }
   if (!g_pending.n && !g_strings.n) return;
-  if (g_fd < 0) {
-    if (!open_output()) { g_broken = true; g_pending.clear(); g_strings.clear(); return; }
-    wire::ByteBuf h, none;
-    put_header(h);
-    if (h.failed || !append(h, none)) {
-      warn("cannot write trace file", "", errno);
-      g_broken = true;
-      g_pending.clear();
-      g_strings.clear();
-      return;
-    }
+  if (g_fd < 0 && !create_output()) {
+    g_broken = true;
+    g_pending.clear();
+    g_strings.clear();
+    return;
   }
   if (!append(g_strings, g_pending)) {
     // Disk full or the file went away: one line, then the program runs on untraced.

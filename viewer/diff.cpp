@@ -238,18 +238,7 @@ void version_story(const std::vector<Group>& good, const std::vector<Group>& bad
     roles.push_back(bad[i].key);
   }
   if (versions.empty()) return;
-  auto feature = [](const std::string& v) { return v.substr(0, v.find('.', v.find('.') + 1)); };
-  Finding f;
-  f.kind = Kind::PythonVersionChanged;
-  f.severity = Severity::Info;
-  for (const auto& v : versions) {
-    if (feature(v.first) != feature(v.second)) f.severity = Severity::Warning;
-    f.good += (f.good.empty() ? "Python " : ", Python ") + v.first;
-    f.bad += (f.bad.empty() ? "Python " : ", Python ") + v.second;
-  }
-  if (roles.size() == 1) f.process = roles[0];
-  f.summary = "the runs used different Pythons: " + f.good + " in the good run, " + f.bad +
-              " in the bad run; what their standard libraries do differently is told here, not as your code's";
+  Finding f = python_version_finding(versions, roles, "the good run", "the bad run");
   for (auto it = findings.begin(); it != findings.end();) {
     if (it->story == kVersionStory) {
       it->story.clear();
@@ -265,6 +254,23 @@ void version_story(const std::vector<Group>& good, const std::vector<Group>& bad
 }
 
 }  // namespace
+
+Finding python_version_finding(const std::vector<std::pair<std::string, std::string>>& versions,
+                               const std::vector<std::string>& roles, const char* good_run, const char* bad_run) {
+  auto feature = [](const std::string& v) { return v.substr(0, v.find('.', v.find('.') + 1)); };
+  Finding f;
+  f.kind = Kind::PythonVersionChanged;
+  f.severity = Severity::Info;
+  for (const auto& v : versions) {
+    if (feature(v.first) != feature(v.second)) f.severity = Severity::Warning;
+    f.good += (f.good.empty() ? "Python " : ", Python ") + v.first;
+    f.bad += (f.bad.empty() ? "Python " : ", Python ") + v.second;
+  }
+  if (roles.size() == 1) f.process = roles[0];
+  f.summary = "the runs used different Pythons: " + f.good + " in " + good_run + ", " + f.bad + " in " + bad_run +
+              "; what their standard libraries do differently is told here, not as your code's";
+  return f;
+}
 
 namespace {
 Result diff_runs_as_read(const std::vector<Process>& good, const std::vector<Process>& bad, const Options& opts);

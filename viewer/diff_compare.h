@@ -4,6 +4,7 @@
 
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "diff_groups.h"
@@ -46,6 +47,10 @@ std::string place_text(const Location& at, bool precise);
 // diff_identity.cpp: what sat under a key (sys_modules_replaced, proxy_in_sys_modules);
 // module objects not one per file and name (duplicate_module).
 void compare_key_histories(const Group& good, const Group& bad, Findings& out);
+// One interpreter lifetime's part of a key's history that is its import's module and then
+// only aliases that import made of its own name (3.13's collections/abc.py puts
+// _collections_abc there): no replacement, the standard library's design.
+bool plain_or_own_aliases(const KeyHistory& h, std::string_view key, const LifetimePart& part);
 void compare_duplicates(const Group& good, const Group& bad, Findings& out);
 // diff_bindings.cpp: children bound on the wrong object (binding_on_proxy,
 // binding_mismatch); failed lookups through a proxy (proxy_forward_failed).
@@ -65,6 +70,15 @@ void compare_common(const Group& good, const Group& bad, Findings& out);
 extern const char* const kVersionStory;
 std::string python_version_of(const Process& p);  // "3.12.1"
 bool python_versions_differ(const Group& good, const Group& bad);
+// The python_version_changed finding for the (good, bad) version pairs seen (a warning when
+// a feature version differs, info for another patch release), ranked first as it frames the
+// rest; `roles`: the processes it was seen in (one names the finding's process).
+Finding python_version_finding(const std::vector<std::pair<std::string, std::string>>& versions,
+                               const std::vector<std::string>& roles, const char* good_run, const char* bad_run);
+// One info part of that story: what the standard library of one version did that the
+// other's did not (`what`: "imported only by the good run's standard library", ...).
+Finding version_part(Kind kind, const std::vector<std::string>& names, const std::string& what,
+                     const std::string& good_version, const std::string& bad_version, const std::string& role);
 // A file of the interpreter's own standard library (under lib/pythonX.Y/, not its
 // site-packages or dist-packages), or "built-in", "frozen", "<frozen ...>".
 bool stdlib_file(std::string_view file);
@@ -81,6 +95,71 @@ bool exited_with_error(const model::ProcessEnd& e);
 // did not (process_ended_abnormally); paired processes that exited with different
 // statuses (exit_status_changed).
 void compare_ends(const ProcFacts* good, const ProcFacts& bad, Findings& out);
+// What both diffs say of an exit status change and of an abnormal end (the many-run diff
+// tells the same rules over its runs, diff_many.cpp):
+// why a process exited with its status, as far as the trace can tell;
+std::string exit_cause(const ProcFacts& pf);
+// "exit status changed: G -> B (role); <why>", with the good side's cause when only it failed;
+std::string exit_status_summary(int64_t good_status, int64_t bad_status, const std::string& role,
+                                const std::string& bad_cause, const std::string& good_cause);
+// "; its last import was M at F:L" for the last import a line of the program began outside
+// any other import (not the failure's report), its place added to `f.where`, its test to `f.test`;
+void add_last_program_import(const ProcFacts& bad, Finding& f);
+// a process that ended abnormally: killed by SIGTERM with nothing of its counterparts left
+// unreached (`reached_all`), or with no counterpart at all, is info (stopped from outside,
+// explaining no difference); anything else is an error. The clause the summary gets for it.
+Severity abnormal_end_severity(const model::ProcessEnd& e, bool has_counterpart, bool reached_all);
+std::string abnormal_end_clause(const model::ProcessEnd& e, bool has_counterpart, bool reached_all,
+                                const char* counterpart, const char* other_side);
+// Whether a stopped process imported every module `good` imported fine: `imported_ok(name)`
+// says whether it did.
+template <class ImportedOk>
+bool reached_all_of(const NameTable<ModFacts>& good, ImportedOk&& imported_ok) {
+  for (size_t i = 0; i < good.size(); ++i)
+    if (good.value(i).ok && !imported_ok(good.key(i))) return false;
+  return true;
+}
+// How far into `good` a process that stopped short got: the latest position in `good` of a
+// module `reached(name)` says the stopped process imported (UINT64_MAX: it did not stop
+// short); and the imports that enclosed that one in `good`, which were still running when
+// it stopped (an import's record is written when it ends, so they have none). What `good`
+// imported beyond that was not reached there, not missing.
+struct Reach {
+  uint64_t pos = UINT64_MAX;
+  std::unordered_set<std::string_view> unfinished;
+  bool unreached(std::string_view name, uint64_t at) const { return at > pos || unfinished.count(name); }
+};
+template <class Reached>
+Reach reach_in(const NameTable<ModFacts>& good, Reached&& reached) {
+  Reach r;
+  r.pos = 0;
+  const ModFacts* last = nullptr;
+  for (size_t i = 0; i < good.size(); ++i) {
+    const ModFacts& o = good.value(i);
+    if (o.ok_facts && o.pos >= r.pos && reached(good.key(i))) {
+      r.pos = o.pos;
+      last = &o;
+    }
+  }
+  if (!last) return r;
+  const Process& gp = *last->ok_facts->ok_process->p;
+  for (int64_t at = last->ok_facts->first_ok->parent_pos; at >= 0 && static_cast<size_t>(at) < gp.imports.size();
+       at = gp.imports[static_cast<size_t>(at)].parent_pos)
+    r.unfinished.insert(gp.imports[static_cast<size_t>(at)].name.str());
+  return r;
+}
+// Whether a process stopped short of where its counterpart went: it ended abnormally,
+// stopped at a failed import nothing caught, or exited with an error status where its
+// counterpart did not (`counterpart_failed`: one of the counterpart's role exited so too).
+bool stopped_short(const Process& p, bool counterpart_failed);
+// A module the stopped process imported that counts as a point it reached: not one the
+// failure's report imported (3.13's own `import traceback` to print an uncaught exception).
+bool reached_point(const Process& p, const ModFacts& m);
+// The one info entry for what the good side imported beyond where the bad side stopped:
+// "not reached: N module(s) <good_side> imported after the point where <stopped> ended
+// abnormally, ...", listing them.
+Finding unreached_finding(const std::vector<std::string>& names, const std::string& role, const char* good_side,
+                          const char* stopped);
 // Processes of one role (one in each run) that were both cut short (a signal or no end
 // record: multiprocessing.Pool.terminate() SIGTERMs its workers wherever they are) stopped
 // at different points by chance. The one that got further is cut, in `good` or `bad`, to

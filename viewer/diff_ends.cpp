@@ -13,19 +13,6 @@
 namespace imptrace {
 namespace diff {
 
-namespace {
-
-// Whether `bad` imported every module `good` imported: nothing the good process did was
-// left unreached when the bad one stopped.
-bool reached_all_of(const ProcFacts& good, const ProcFacts& bad) {
-  for (size_t i = 0; i < good.mods.size(); ++i) {
-    if (!good.mods.value(i).ok) continue;
-    const ModFacts* m = bad.mods.find(good.mods.key(i));
-    if (!m || !m->ok) return false;
-  }
-  return true;
-}
-
 // Why a process exited with `status`, as far as the trace can tell: after a failed import
 // nothing caught (its error is recorded), or with an uncaught exception the interpreter
 // printed (3.13+ imports traceback for that, from no Python line; the exception itself
@@ -51,6 +38,52 @@ std::string exit_cause(const ProcFacts& pf) {
   return "not after a failed import (sys.exit or os._exit chose it)";
 }
 
+std::string exit_status_summary(int64_t good_status, int64_t bad_status, const std::string& role,
+                                const std::string& bad_cause, const std::string& good_cause) {
+  std::string s = "exit status changed: " + std::to_string(good_status) + " -> " + std::to_string(bad_status) +
+                  " (" + role + ")";
+  if (bad_status != 0) s += "; " + bad_cause;
+  else if (good_status != 0) s += "; the good run's: " + good_cause;
+  return s;
+}
+
+void add_last_program_import(const ProcFacts& bad, Finding& f) {
+  // The last import a line of Python began outside any other import (the program's own
+  // line, not a module's body).
+  for (auto it = bad.p->imports.rbegin(); it != bad.p->imports.rend(); ++it) {
+    if (it->importer.empty() || it->parent_pos >= 0 || model::import_in_failure_reporting(*bad.p, *it)) continue;
+    f.summary += "; its last import was " + it->name.str();
+    Location l = bad.norm->loc(it->importer);
+    if (!l.empty()) {
+      f.summary += " at " + format_location(l);
+      f.where.push_back(l);
+    }
+    f.test = it->test;
+    return;
+  }
+}
+
+// Killed by SIGTERM after importing all its good counterpart did: stopped from outside
+// with nothing left to reach, which explains no difference. Pool.terminate() sends its
+// workers a sentinel and then SIGTERMs those still alive, so an idle worker is
+// terminated in one run and exits by itself in another, by chance. Info, not error; a
+// worker terminated before it got as far as the good one (hung in an import) stays one.
+// Terminated with no counterpart at all: a worker that got tasks in this run and none in
+// the other (a process that imports nothing leaves no trace), then was SIGTERMed idle.
+// Nothing to compare it with, so nothing it did not reach; a crash stays an error.
+Severity abnormal_end_severity(const model::ProcessEnd& e, bool has_counterpart, bool reached_all) {
+  return model::terminated(e) && (!has_counterpart || reached_all) ? Severity::Info : Severity::Error;
+}
+
+std::string abnormal_end_clause(const model::ProcessEnd& e, bool has_counterpart, bool reached_all,
+                                const char* counterpart, const char* other_side) {
+  if (!model::terminated(e)) return "";
+  if (!has_counterpart) return std::string(", with no process of its kind in ") + other_side + " to compare";
+  return reached_all ? std::string(" after importing all ") + counterpart + " did" : "";
+}
+
+namespace {
+
 // Paired processes that both exited on their own, with different statuses: the failure
 // itself (an uncaught RuntimeError exits with 1), not a cause among the imports. Info, so
 // that a failing run whose imports match the passing run's is no difference at warning;
@@ -61,23 +94,10 @@ void compare_exit_status(const ProcFacts& good, const ProcFacts& bad, Findings& 
   auto exited = [](const model::ProcessEnd& e) { return e.how == How::Exit || e.how == How::OsExit; };
   if (!exited(ge) || !exited(be) || ge.status == be.status) return;
   Finding f = new_finding(Kind::ExitStatusChanged, Severity::Info, "", bad.role, static_cast<uint64_t>(bad.index));
-  f.summary = "exit status changed: " + std::to_string(ge.status) + " -> " + std::to_string(be.status) + " (" +
-              bad.role + ")";
-  if (be.status != 0) f.summary += "; " + exit_cause(bad);
-  else if (ge.status != 0) f.summary += "; the good run's: " + exit_cause(good);
-  // Where the bad process got to: the last import a line of Python began outside any other
-  // import (the program's own line, not a module's body).
-  for (auto it = bad.p->imports.rbegin(); it != bad.p->imports.rend(); ++it) {
-    if (it->importer.empty() || it->parent_pos >= 0 || model::import_in_failure_reporting(*bad.p, *it)) continue;
-    f.summary += "; its last import was " + it->name.str();
-    Location l = bad.norm->loc(it->importer);
-    if (!l.empty()) {
-      f.summary += " at " + format_location(l);
-      f.where.push_back(l);
-    }
-    f.test = it->test;
-    break;
-  }
+  f.summary = exit_status_summary(ge.status, be.status, bad.role, be.status ? exit_cause(bad) : "",
+                                  ge.status ? exit_cause(good) : "");
+  // Where the bad process got to.
+  add_last_program_import(bad, f);
   f.good = model::end_text(ge);
   f.bad = model::end_text(be);
   out.add(std::move(f));
@@ -97,23 +117,16 @@ void compare_ends(const ProcFacts* good, const ProcFacts& bad, Findings& out) {
     using How = model::ProcessEnd::How;
     if (!(be.how == How::Signal && ge.how == How::Signal && be.signal != ge.signal)) return;
   }
-  // Killed by SIGTERM after importing all its good counterpart did: stopped from outside
-  // with nothing left to reach, which explains no difference. Pool.terminate() sends its
-  // workers a sentinel and then SIGTERMs those still alive, so an idle worker is
-  // terminated in one run and exits by itself in another, by chance. Info, not error; a
-  // worker terminated before it got as far as the good one (hung in an import) stays one.
-  const bool nothing_unreached = good && model::terminated(be) && reached_all_of(*good, bad);
-  // Terminated with no counterpart at all: a worker that got tasks in this run and none in
-  // the other (a process that imports nothing leaves no trace), then was SIGTERMed idle.
-  // Nothing to compare it with, so nothing it did not reach; a crash stays an error.
-  const bool unpaired_terminated = !good && model::terminated(be);
+  const bool reached_all =
+      good && model::terminated(be) && reached_all_of(good->mods, [&](std::string_view name) {
+        const ModFacts* m = bad.mods.find(name);
+        return m && m->ok;
+      });
   // Ranked by its kind, first; among several, the earliest process of the bad run first.
-  Finding f = new_finding(Kind::ProcessEndedAbnormally,
-                          nothing_unreached || unpaired_terminated ? Severity::Info : Severity::Error, "", bad.role,
-                          static_cast<uint64_t>(bad.index));
-  f.summary = "process ended abnormally: " + bad.role + " " + model::end_text(be);
-  if (nothing_unreached) f.summary += " after importing all its good counterpart did";
-  if (unpaired_terminated) f.summary += ", with no process of its kind in the good run to compare";
+  Finding f = new_finding(Kind::ProcessEndedAbnormally, abnormal_end_severity(be, good != nullptr, reached_all), "",
+                          bad.role, static_cast<uint64_t>(bad.index));
+  f.summary = "process ended abnormally: " + bad.role + " " + model::end_text(be) +
+              abnormal_end_clause(be, good != nullptr, reached_all, "its good counterpart", "the good run");
   if (!bad.p->imports.empty()) {
     const Import& last = bad.p->imports.back();
     f.summary += "; its last import was " + last.name.str();

@@ -268,6 +268,15 @@ bool only_restorations(const KeyHistory& h, const LifetimePart& part) {
 
 }  // namespace
 
+bool plain_or_own_aliases(const KeyHistory& h, std::string_view key, const LifetimePart& part) {
+  if (part.end <= part.begin || !h.entries[part.begin].via_import || h.entries[part.end - 1].removed ||
+      !only_own_aliases(h, key, part))
+    return false;
+  for (size_t i = part.begin; i < part.end; ++i)
+    if (!h.entries[i].reloads.empty() || !h.entries[i].class_changes.empty()) return false;
+  return true;
+}
+
 // Keys whose history in bad has a structure good never had (in any of its processes),
 // compared one interpreter lifetime's part at a time.
 void compare_key_histories(const Group& g, const Group& b, Findings& out) {
@@ -324,16 +333,8 @@ void compare_key_histories(const Group& g, const Group& b, Findings& out) {
       // The module made its name an alias while it was imported (3.13's collections/abc.py)
       // where the good run's interpreter imported it plainly (3.12): the standard library's
       // design changed with the interpreter, nothing replaced the module.
-      auto plain_or_own_aliases = [&](const KeyHistory& h, const LifetimePart& part) {
-        if (part.end <= part.begin || !h.entries[part.begin].via_import || h.entries[part.end - 1].removed ||
-            !only_own_aliases(h, k, part))
-          return false;
-        for (size_t i = part.begin; i < part.end; ++i)
-          if (!h.entries[i].reloads.empty() || !h.entries[i].class_changes.empty()) return false;
-        return true;
-      };
-      if (!bh.has_proxy && !gh->has_proxy && bpart.end - bpart.begin > 1 && plain_or_own_aliases(bh, bpart) &&
-          plain_or_own_aliases(*gh, gpart))
+      if (!bh.has_proxy && !gh->has_proxy && bpart.end - bpart.begin > 1 && plain_or_own_aliases(bh, k, bpart) &&
+          plain_or_own_aliases(*gh, k, gpart))
         return;
       std::vector<EntryText> be = materialize(*bad.proc, bh, bpart.begin, bpart.end);
       std::vector<EntryText> ge = materialize(*gp, *gh, gpart.begin, gpart.end);

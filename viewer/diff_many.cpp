@@ -36,7 +36,12 @@ std::string support_text(const Support& s) {
 namespace {
 
 // What a fact key is a hash of: the family, then what the two-run comparison compares.
-enum class Family : uint64_t { History = 1, Binding, Access, Failed, Present, Origin, Loader, Duplicate, End };
+// Exit: a process's role and exit status; Version: its role and Python version; Unreached:
+// a module a passing run imported beyond where the failing runs' processes of its role
+// stopped (diff_compare.h, reach_in), counted in passing runs only.
+enum class Family : uint64_t {
+  History = 1, Binding, Access, Failed, Present, Origin, Loader, Duplicate, End, Exit, Version, Unreached
+};
 
 // A fact as first seen (the text of that run), and in how many runs of each set.
 struct FactInfo {
@@ -49,6 +54,29 @@ struct FactInfo {
   uint64_t order = UINT64_MAX;
   uint32_t bad = 0, good = 0;
   std::string subject;  // the event in a sentence: "sys.modules['x'] was replaced"
+  // Present/Origin/Loader: the interpreter's own standard library (stdlib_import,
+  // stdlib_file), a part of the python_version_changed story when the versions differ.
+  bool stdlib = false;
+  // Exit: the status, why the process exited so (exit_cause), and where it got to
+  // (add_last_program_import: the clause, its place in `where`).
+  int64_t status = 0;
+  std::string cause, last_import;
+  // End: how it ended; over the passing runs, how many of their processes of its role were
+  // compared with the failing runs' processes that ended so, and how many of those the
+  // failing one had not got as far as (abnormal_end_severity).
+  model::ProcessEnd end;
+  uint32_t compared = 0, short_of = 0;
+};
+
+// A failing run's process that stopped short (stopped_short): its role, the names of what
+// it imported (reach_in: what counts as reached) and imported fine (reached_all_of), as
+// hashes, sorted; its end fact when it ended abnormally. Kept while the passing runs are
+// read, which tell how far it got against them.
+struct Stop {
+  std::string role;
+  bool error_exit_only = false;  // it only exited with an error status: no stop where a passing one did so too
+  uint64_t end_key = 0;
+  std::vector<uint64_t> reached, ok;
 };
 
 struct Event {
@@ -66,6 +94,7 @@ struct RunFacts {
   // one, else the trace's) and the time of its first record.
   std::unordered_map<std::string, int> position;
   std::unordered_map<std::string, uint64_t> first_record;
+  std::vector<Stop> stops;  // failing runs only
   bool has(uint64_t key) const { return std::binary_search(keys.begin(), keys.end(), key); }
 };
 
@@ -108,8 +137,44 @@ class Collector {
   std::vector<uint64_t> keys_;
 };
 
-bool ordinary(const KeyHistory& h) {
-  if (h.entries.size() != 1 || h.has_proxy) return false;
+// The role a process's abnormal end is counted under: the part it plays (pytest's main
+// process, an xdist worker) whatever its options, else its group.
+std::string end_role(const ProcFacts& f) {
+  std::string role = process_role_class(*f.p);
+  return role.empty() ? f.group : role;
+}
+
+// The role its exit status and Python version are counted under, and that a passing run's
+// processes are measured against a failing run's stopped ones by: as the two-run diff
+// pairs processes whose options differ (`pool.py close` with `pool.py terminate`), the
+// part it plays, else its program and script (forked or not).
+std::string pair_role(const ProcFacts& f) {
+  std::string role = process_role_class(*f.p);
+  if (!role.empty()) return role;
+  const auto& argv = f.p->argv;
+  std::string program = argv.empty() ? basename_of(f.p->executable) : basename_of(argv[0]);
+  if (program.compare(0, 6, "python") == 0) program = "python";
+  for (size_t i = 1; i < argv.size(); ++i)
+    if (!argv[i].empty() && argv[i][0] != '-') {
+      program += " " + basename_of(argv[i]);
+      break;
+    }
+  return (f.p->forked_from_pid ? "fork of " : "") + program;
+}
+
+uint64_t end_key(const std::string& role, const model::ProcessEnd& e) {
+  return fact_key(Family::End, role, static_cast<uint64_t>(e.how) * 1000 + e.signal);
+}
+
+bool ordinary(const KeyHistory& h, std::string_view name) {
+  if (h.has_proxy) return false;
+  if (h.entries.size() > 1) {
+    // Only aliases its own import made, as the two-run diff tells it (compare_key_histories).
+    for (const LifetimePart& part : lifetime_parts(h))
+      if (!plain_or_own_aliases(h, name, part)) return false;
+    return true;
+  }
+  if (h.entries.size() != 1) return false;
   const KeyEntry& e = h.entries[0];
   return (e.via_import || e.before_trace) && !e.removed && e.reloads.empty() && e.class_changes.empty() &&
          !model::is_import_blocker(*e.object);
@@ -128,8 +193,8 @@ void history_facts(const ProcFacts& f, Collector& c) {
   for (size_t pos = 0; pos < f.history->size(); ++pos) {
     const KeyHistory& h = f.history->history(pos);
     // A history with no entries (a hostile trace's) has nothing to tell, nor an entry to index.
-    if (h.entries.empty() || ordinary(h)) continue;
     std::string_view name = f.history->key(pos);
+    if (h.entries.empty() || ordinary(h, name)) continue;
     uint64_t key = fact_key(Family::History, name, f.key_sig[pos]);
     const KeyEntry& e = h.entries[change_of(h)];
     uint64_t time = e.time_ns;
@@ -329,6 +394,7 @@ void module_facts(const ProcFacts& f, Collector& c) {
     if (FactInfo* fi = c.see(fact_key(Family::Present, name))) {
       module_fact(*fi, Family::Present, Kind::ModuleAdded, name, f, m.pos);
       fi->value = fi->module.substr(0, fi->module.find('.'));
+      fi->stdlib = stdlib_import(im);
       fi->test = im.test;
       Location l = f.norm->loc(im.importer);
       if (!l.empty()) fi->where.push_back(l);
@@ -337,11 +403,13 @@ void module_facts(const ProcFacts& f, Collector& c) {
     std::string origin(f.norm->view(im.origin.empty() ? im.file.str() : im.origin.str()));
     if (FactInfo* fi = c.see(fact_key(Family::Origin, name, hash_text(origin)))) {
       module_fact(*fi, Family::Origin, Kind::OriginChanged, name, f, m.pos);
+      fi->stdlib = stdlib_file(im.origin.str());
       fi->value = origin.empty() ? "<no origin>" : origin;
     }
     std::string loader = normalize_loader(im.loader);
     if (FactInfo* fi = c.see(fact_key(Family::Loader, name, hash_text(loader)))) {
       module_fact(*fi, Family::Loader, Kind::LoaderChanged, name, f, m.pos);
+      fi->stdlib = stdlib_file(im.origin.str());
       fi->value = loader.empty() ? "<none>" : loader;
     }
   }
@@ -358,18 +426,130 @@ void module_facts(const ProcFacts& f, Collector& c) {
     }
   }
   if (model::ended_abnormally(p.end)) {
-    std::string role = process_role_class(p);
-    if (role.empty()) role = f.group;
-    uint64_t key = fact_key(Family::End, role, static_cast<uint64_t>(p.end.how) * 1000 + p.end.signal);
+    const std::string role = end_role(f);
+    uint64_t key = end_key(role, p.end);
     c.event(key, p.start_monotonic_ns + p.end.time_ns, "");
     if (FactInfo* fi = c.see(key)) {
       fi->family = Family::End;
       fi->kind = Kind::ProcessEndedAbnormally;
       fi->severity = Severity::Error;
       fi->process = f.group;
+      fi->name = role;
+      fi->end = p.end;
       fi->summary = "process " + role + " " + model::end_text(p.end);
       fi->detail = model::end_text(p.end);
       fi->subject = "a " + role + " process ended abnormally";
+    }
+  }
+  const std::string role = pair_role(f);
+  using How = model::ProcessEnd::How;
+  if (p.end.how == How::Exit || p.end.how == How::OsExit) {
+    if (FactInfo* fi = c.see(fact_key(Family::Exit, role, static_cast<uint64_t>(p.end.status)))) {
+      fi->family = Family::Exit;
+      fi->kind = Kind::ExitStatusChanged;
+      fi->severity = Severity::Info;
+      fi->process = f.group;
+      fi->name = role;
+      fi->status = p.end.status;
+      fi->value = model::end_text(p.end);
+      if (p.end.status) fi->cause = exit_cause(f);
+      Finding at;
+      add_last_program_import(f, at);
+      fi->last_import = at.summary;
+      fi->where = at.where;
+      fi->test = at.test;
+    }
+  }
+  const std::string version = python_version_of(p);
+  if (!version.empty())
+    if (FactInfo* fi = c.see(fact_key(Family::Version, role, hash_text(version)))) {
+      fi->family = Family::Version;
+      fi->kind = Kind::PythonVersionChanged;
+      fi->severity = Severity::Info;
+      fi->process = f.group;
+      fi->name = role;
+      fi->value = version;
+    }
+}
+
+// Hash of a module name, as a stop keeps it.
+uint64_t name_hash(std::string_view name) { return hash_text(name); }
+
+bool holds(const std::vector<uint64_t>& sorted, std::string_view name) {
+  return std::binary_search(sorted.begin(), sorted.end(), name_hash(name));
+}
+
+// A failing run's process that stopped short, kept for the passing runs to measure.
+void note_stop(const ProcFacts& f, std::vector<Stop>& stops) {
+  const Process& p = *f.p;
+  if (!stopped_short(p, false)) return;
+  Stop s;
+  s.role = pair_role(f);
+  s.error_exit_only = !stopped_short(p, true);
+  if (model::ended_abnormally(p.end)) s.end_key = end_key(end_role(f), p.end);
+  for (size_t i = 0; i < f.mods.size(); ++i) {
+    const ModFacts& m = f.mods.value(i);
+    if (reached_point(p, m)) s.reached.push_back(name_hash(f.mods.key(i)));
+    if (m.ok) s.ok.push_back(name_hash(f.mods.key(i)));
+  }
+  std::sort(s.reached.begin(), s.reached.end());
+  std::sort(s.ok.begin(), s.ok.end());
+  stops.push_back(std::move(s));
+}
+
+// A passing run's processes against the failing runs' stops of their role: the modules each
+// imported beyond where every failing run that lacks them stopped (Unreached facts, the
+// two-run diff's "not reached"), and for each stop that ended abnormally whether it had got
+// as far as this run's processes of its role (abnormal_end_severity).
+void measure_stops(const std::vector<ProcFacts>& run, std::vector<RunFacts>& bad_runs,
+                   std::unordered_map<uint64_t, FactInfo>& facts, Collector& c) {
+  bool any = false;
+  for (const auto& b : bad_runs) any |= !b.stops.empty();
+  if (!any) return;
+  std::map<std::string, std::vector<const ProcFacts*>> by_role;
+  for (const ProcFacts& f : run) by_role[pair_role(f)].push_back(&f);
+  for (const auto& kv : by_role) {
+    for (auto& b : bad_runs)
+      for (const Stop& s : b.stops) {
+        if (s.role != kv.first || !s.end_key) continue;
+        auto it = facts.find(s.end_key);
+        if (it == facts.end()) continue;
+        ++it->second.compared;
+        bool all = true;
+        for (const ProcFacts* f : kv.second)
+          all &= reached_all_of(f->mods, [&](std::string_view name) { return holds(s.ok, name); });
+        if (!all) ++it->second.short_of;
+      }
+    for (const ProcFacts* f : kv.second) {
+      const bool failed = exited_with_error(f->p->end);
+      std::vector<std::vector<Reach>> reach(bad_runs.size());
+      bool stopped = false;
+      for (size_t k = 0; k < bad_runs.size(); ++k)
+        for (const Stop& s : bad_runs[k].stops)
+          if (s.role == kv.first && !(s.error_exit_only && failed)) {
+            reach[k].push_back(reach_in(f->mods, [&](std::string_view name) { return holds(s.reached, name); }));
+            stopped = true;
+          }
+      if (!stopped) continue;
+      for (size_t i = 0; i < f->mods.size(); ++i) {
+        const ModFacts& m = f->mods.value(i);
+        if (!m.ok_facts) continue;
+        std::string_view name = f->mods.key(i);
+        const uint64_t present = fact_key(Family::Present, name);
+        bool lacking = false, beyond = true;
+        for (size_t k = 0; k < bad_runs.size() && beyond; ++k) {
+          if (bad_runs[k].has(present)) continue;
+          lacking = true;
+          bool here = false;
+          for (const Reach& r : reach[k]) here |= r.unreached(name, m.pos);
+          beyond = here;
+        }
+        if (!lacking || !beyond) continue;
+        if (FactInfo* fi = c.see(fact_key(Family::Unreached, name))) {
+          fi->family = Family::Unreached;
+          fi->name = std::string(name);
+        }
+      }
     }
   }
 }
@@ -404,8 +584,11 @@ std::vector<std::pair<std::string, uint64_t>> test_order(const std::vector<Proce
   return out;
 }
 
+// `bad_runs`: the failing runs read so far, measured against this (passing) run; null for a
+// failing run.
 RunFacts read_run(const std::string& path, bool bad, const RunLoader& load,
-                  std::unordered_map<uint64_t, FactInfo>& facts, std::vector<std::string>& warnings) {
+                  std::unordered_map<uint64_t, FactInfo>& facts, std::vector<std::string>& warnings,
+                  std::vector<RunFacts>* bad_runs) {
   RunFacts run;
   std::vector<Process> procs;
   load(path, procs, false);
@@ -435,8 +618,9 @@ RunFacts read_run(const std::string& path, bool bad, const RunLoader& load,
     warnings.push_back(path + ": given as a " + (bad ? "failing" : "passing") + " run, but it " +
                        (bad ? "passed" : "failed") + " (" + run.outcome.text + ")");
   Collector c(facts, run, bad);
+  std::vector<ProcFacts> all(procs.size());
   for (size_t i = 0; i < procs.size(); ++i) {
-    ProcFacts f;
+    ProcFacts& f = all[i];
     f.p = &procs[i];
     f.index = static_cast<int>(i);
     build_facts(f);
@@ -444,7 +628,9 @@ RunFacts read_run(const std::string& path, bool bad, const RunLoader& load,
     binding_facts(f, c);
     access_facts(f, c);
     module_facts(f, c);
+    if (bad) note_stop(f, run.stops);
   }
+  if (bad_runs) measure_stops(all, *bad_runs, facts, c);
   c.finish();
   return run;
 }
@@ -532,7 +718,61 @@ struct SetAside {
   // Children of one parent bound the same wrong way, in the same runs: one finding, as in
   // the two-run diff.
   FactGroups children;
+  // Exit statuses of the failing side, each told against the passing side's of its role.
+  std::vector<std::pair<uint64_t, const FactInfo*>> exits;
+  // Under two Python versions, what one's standard library imported for itself ([bad side])
+  // and the modules of both standard libraries found or loaded differently ([origin?]):
+  // parts of the python_version_changed story.
+  std::vector<std::pair<uint64_t, const FactInfo*>> stdlib_present[2], stdlib_values[2];
+  // Modules of the passing side imported where every failing run that lacks them had
+  // already stopped: "not reached", one info entry.
+  std::vector<std::pair<uint64_t, const FactInfo*>> unreached;
 };
+
+// The Python versions the failing runs used where the passing runs of the same role used
+// another: (passing, failing) pairs, each once, with the failing side's facts.
+struct Versions {
+  std::vector<std::pair<std::string, std::string>> pairs;
+  std::vector<std::string> roles;
+  std::vector<std::pair<uint64_t, const FactInfo*>> facts;
+  bool differ() const { return !pairs.empty(); }
+};
+
+// The fact of `family` and the same role (name) the passing side shows most, not `fi`.
+const FactInfo* passing_value(const std::unordered_map<uint64_t, FactInfo>& facts, const FactInfo& fi, size_t nb,
+                              size_t ng) {
+  const FactInfo* other = nullptr;
+  for (const auto& kv : facts) {
+    const FactInfo& o = kv.second;
+    if (o.family != fi.family || o.name != fi.name || &o == &fi || o.value == fi.value) continue;
+    if (o.good * nb <= o.bad * ng) continue;  // not the passing side's
+    if (!other || o.good > other->good) other = &o;
+  }
+  return other;
+}
+
+Versions versions_of(const std::unordered_map<uint64_t, FactInfo>& facts, size_t nb, size_t ng) {
+  Versions v;
+  for (const auto& kv : facts) {
+    const FactInfo& fi = kv.second;
+    if (fi.family != Family::Version || fi.bad * ng <= fi.good * nb) continue;
+    const FactInfo* other = passing_value(facts, fi, nb, ng);
+    if (!other) continue;
+    std::pair<std::string, std::string> pair{other->value, fi.value};
+    if (std::find(v.pairs.begin(), v.pairs.end(), pair) == v.pairs.end()) v.pairs.push_back(pair);
+    if (std::find(v.roles.begin(), v.roles.end(), fi.process) == v.roles.end()) v.roles.push_back(fi.process);
+    v.facts.push_back({kv.first, &fi});
+  }
+  std::sort(v.facts.begin(), v.facts.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  return v;
+}
+
+// Every module of the passing side `fi` stands for was, in every passing run that imported
+// it, imported beyond where the failing runs lacking it stopped.
+bool unreached_fact(const std::unordered_map<uint64_t, FactInfo>& facts, const FactInfo& fi) {
+  auto it = facts.find(fact_key(Family::Unreached, fi.name));
+  return it != facts.end() && it->second.good == fi.good;
+}
 
 const FactInfo* present_fact(const std::unordered_map<uint64_t, FactInfo>& facts, const std::string& name) {
   auto it = facts.find(fact_key(Family::Present, name));
@@ -542,20 +782,28 @@ const FactInfo* present_fact(const std::unordered_map<uint64_t, FactInfo>& facts
 // Every fact seen more often on one side: a finding of its own, or set aside to be told
 // with others.
 SetAside split_facts(const std::unordered_map<uint64_t, FactInfo>& facts, size_t nb, size_t ng,
-                     std::vector<Ranked>& out) {
+                     const Versions& versions, std::vector<Ranked>& out) {
   SetAside aside;
   for (const auto& kv : facts) {
     const FactInfo& fi = kv.second;
     if (fi.bad * ng == fi.good * nb) continue;  // as often on both sides: nothing to tell
     bool bad_side = fi.bad * ng > fi.good * nb;
     switch (fi.family) {
+      case Family::Unreached:
+      case Family::Version:  // told by versions_of
+        continue;
+      case Family::Exit:
+        if (bad_side) aside.exits.push_back({kv.first, &fi});  // the passing side's: its mirror
+        continue;
       case Family::Binding:
         aside.children[{bad_side, fi.story + "\n" + fi.detail + "\n" + std::to_string(static_cast<int>(fi.kind)),
                         fi.bad, fi.good}]
             .push_back({kv.first, &fi});
         continue;
       case Family::Present: {
-        aside.modules[{bad_side, fi.value, fi.bad, fi.good}].push_back({kv.first, &fi});
+        if (versions.differ() && fi.stdlib) aside.stdlib_present[bad_side].push_back({kv.first, &fi});
+        else if (!bad_side && unreached_fact(facts, fi)) aside.unreached.push_back({kv.first, &fi});
+        else aside.modules[{bad_side, fi.value, fi.bad, fi.good}].push_back({kv.first, &fi});
         continue;
       }
       case Family::Origin:
@@ -568,7 +816,20 @@ SetAside split_facts(const std::unordered_map<uint64_t, FactInfo>& facts, size_t
       }
       default: break;
     }
-    if (fi.family != Family::Origin && fi.family != Family::Loader) out.push_back(to_finding(kv.first, fi, nb, ng));
+    if (fi.family == Family::Origin || fi.family == Family::Loader) continue;
+    Ranked r = to_finding(kv.first, fi, nb, ng);
+    if (fi.family == Family::End && !bad_side) {
+      // A passing run's process cut short where the failing runs' finished explains no
+      // failure (the two-run diff tells only the bad run's ends).
+      r.f.severity = Severity::Info;
+    } else if (fi.family == Family::End) {
+      // As the two-run diff tells a process that ended abnormally, over every passing run.
+      const bool has_counterpart = fi.compared > 0, reached_all = fi.short_of == 0;
+      r.f.severity = abnormal_end_severity(fi.end, has_counterpart, reached_all);
+      r.f.summary += abnormal_end_clause(fi.end, has_counterpart, reached_all, "its counterparts in the passing runs",
+                                         "the passing runs");
+    }
+    out.push_back(std::move(r));
   }
   return aside;
 }
@@ -577,7 +838,7 @@ SetAside split_facts(const std::unordered_map<uint64_t, FactInfo>& facts, size_t
 // passing runs: one finding with both values.
 void add_value_findings(const std::unordered_map<uint64_t, FactInfo>& facts,
                         std::unordered_map<std::string, std::vector<const FactInfo*>>& values, size_t nb, size_t ng,
-                        std::vector<Ranked>& out) {
+                        const Versions& versions, SetAside& aside, std::vector<Ranked>& out) {
   if (values.empty()) return;
   for (const auto& kv : facts) {
     const FactInfo& fi = kv.second;
@@ -592,6 +853,10 @@ void add_value_findings(const std::unordered_map<uint64_t, FactInfo>& facts,
     for (const FactInfo* o : values[fi.name])
       if (o->family == fi.family && o != &fi && (!other || o->good > other->good)) other = o;
     if (!other || !other->good) continue;
+    if (versions.differ() && fi.stdlib && other->stdlib) {
+      aside.stdlib_values[fi.family == Family::Origin].push_back({kv.first, &fi});
+      continue;
+    }
     Ranked r = to_finding(kv.first, fi, nb, ng);
     const char* how = fi.family == Family::Origin ? " now comes from " : " loaded by ";
     r.f.summary = fi.name + how + fi.value + " (was " + other->value + ")";
@@ -660,12 +925,78 @@ void add_module_findings(FactGroups& modules, size_t nb, size_t ng, std::vector<
   }
 }
 
+// The failing side's exit statuses against the passing side's of the same role
+// (exit_status_changed, info, as in the two-run diff).
+void add_exit_findings(const std::unordered_map<uint64_t, FactInfo>& facts,
+                       const std::vector<std::pair<uint64_t, const FactInfo*>>& exits, size_t nb, size_t ng,
+                       std::vector<Ranked>& out) {
+  for (const auto& e : exits) {
+    const FactInfo& fi = *e.second;
+    const FactInfo* other = passing_value(facts, fi, nb, ng);
+    if (!other) continue;
+    Ranked r = to_finding(e.first, fi, nb, ng);
+    r.f.summary = exit_status_summary(other->status, fi.status, fi.name, fi.cause, other->cause) + fi.last_import;
+    r.f.bad = fi.value + " (" + runs_phrase(fi.bad, nb, "failing") + ")";
+    r.f.good = other->value + " (" + runs_phrase(other->good, ng, "passing") + ")";
+    out.push_back(std::move(r));
+  }
+}
+
+// Facts told as one finding made by `make` from their names, with the first one's support.
+template <class Make>
+void add_named_finding(std::vector<std::pair<uint64_t, const FactInfo*>>& list, size_t nb, size_t ng, Make&& make,
+                       std::vector<Ranked>& out) {
+  if (list.empty()) return;
+  sort_by_first_seen(list);
+  std::vector<std::string> names;
+  for (const auto& x : list) names.push_back(x.second->name);
+  Ranked r = to_finding(list[0].first, *list[0].second, nb, ng);
+  Finding f = make(names, *list[0].second);
+  f.support = r.f.support;
+  f.order = r.f.order;
+  f.test = r.f.test;
+  f.where = r.f.where;
+  r.f = std::move(f);
+  out.push_back(std::move(r));
+}
+
+// python_version_changed and its parts: what each standard library did for itself.
+void add_version_findings(Versions& versions, SetAside& aside, size_t nb, size_t ng, std::vector<Ranked>& out) {
+  if (!versions.differ()) return;
+  add_named_finding(versions.facts, nb, ng, [&](const std::vector<std::string>&, const FactInfo&) {
+    Finding f = python_version_finding(versions.pairs, versions.roles, "the passing runs", "the failing runs");
+    f.story = kVersionStory;
+    return f;
+  }, out);
+  const std::string& gv = versions.pairs[0].first;
+  const std::string& bv = versions.pairs[0].second;
+  auto part = [&](Kind kind, const char* what) {
+    return [=](const std::vector<std::string>& names, const FactInfo& first) {
+      return version_part(kind, names, what, gv, bv, first.process);
+    };
+  };
+  add_named_finding(aside.stdlib_present[0], nb, ng,
+                    part(Kind::ModuleMissing, "imported only by the passing runs' standard library"), out);
+  add_named_finding(aside.stdlib_present[1], nb, ng,
+                    part(Kind::ModuleAdded, "imported only by the failing runs' standard library"), out);
+  add_named_finding(aside.stdlib_values[1], nb, ng, part(Kind::OriginChanged, "come from the other interpreter's files"),
+                    out);
+  add_named_finding(aside.stdlib_values[0], nb, ng,
+                    part(Kind::LoaderChanged, "loaded another way (frozen in one version)"), out);
+}
+
 std::vector<Ranked> candidates(const std::unordered_map<uint64_t, FactInfo>& facts, size_t nb, size_t ng) {
   std::vector<Ranked> out;
-  SetAside aside = split_facts(facts, nb, ng, out);
-  add_value_findings(facts, aside.values, nb, ng, out);
+  Versions versions = versions_of(facts, nb, ng);
+  SetAside aside = split_facts(facts, nb, ng, versions, out);
+  add_value_findings(facts, aside.values, nb, ng, versions, aside, out);
   add_children_findings(aside.children, nb, ng, out);
   add_module_findings(aside.modules, nb, ng, out);
+  add_exit_findings(facts, aside.exits, nb, ng, out);
+  add_version_findings(versions, aside, nb, ng, out);
+  add_named_finding(aside.unreached, nb, ng, [](const std::vector<std::string>& names, const FactInfo& first) {
+    return unreached_finding(names, first.process, "the passing runs", "the failing runs' processes");
+  }, out);
   for (auto& r : out) {
     // A failed import of a module the passing runs import fine stopped something there.
     if (r.info->family == Family::Failed && r.bad_side && r.f.severity == Severity::Warning) {
@@ -937,8 +1268,9 @@ Result diff_many_runs(const std::vector<std::string>& good, const std::vector<st
   r.options = opts;
   std::unordered_map<uint64_t, FactInfo> facts;
   std::vector<RunFacts> bad_runs, good_runs;
-  for (const auto& path : bad) bad_runs.push_back(read_run(path, true, load, facts, r.input_warnings));
-  for (const auto& path : good) good_runs.push_back(read_run(path, false, load, facts, r.input_warnings));
+  for (const auto& path : bad) bad_runs.push_back(read_run(path, true, load, facts, r.input_warnings, nullptr));
+  for (const auto& path : good)
+    good_runs.push_back(read_run(path, false, load, facts, r.input_warnings, &bad_runs));
   for (const auto* side : {&bad_runs, &good_runs})
     for (const auto& run : *side) {
       RunSummary& s = side == &bad_runs ? r.bad : r.good;

@@ -205,17 +205,6 @@ void compare_failed(const Group& g, const Group& b, Findings& out) {
   }
 }
 
-// Modules only one run imported, aggregated per top-level package.
-// How far into the good group's imports a bad group cut short got: the latest good
-// position of a module the bad group imported too (UINT64_MAX when no bad process of the
-// group ended abnormally: it got everywhere it was going); and the imports that enclosed
-// that one in the good run, which were still running when the bad process stopped (an
-// import's record is written when it ends, so they have none).
-struct Reach {
-  uint64_t pos = UINT64_MAX;
-  std::unordered_set<std::string_view> unfinished;
-};
-
 namespace {
 
 // The modules imported only inside one run's failure reporting, added to the role's
@@ -392,18 +381,24 @@ std::string name_list(const std::vector<std::string_view>& names, size_t limit) 
 void version_finding(Kind kind, const std::vector<std::string_view>& names, const std::string& what,
                      const Group& g, const Group& b, Findings& out) {
   if (names.empty()) return;
-  Finding f = new_finding(kind, Severity::Info, std::string(names[0]), b.key, UINT64_MAX - 1);
-  const std::string gv = python_version_of(*g.procs.front()->p), bv = python_version_of(*b.procs.front()->p);
-  f.summary = std::to_string(names.size()) + " standard-library module(s) " + what + ": " + name_list(names, 20) +
-              " (the standard library of Python " + gv + " and " + bv + " differs, not your code)";
-  f.brief = std::to_string(names.size()) + " standard-library module(s) " + what;
-  f.good = "Python " + gv;
-  f.bad = "Python " + bv;
-  f.story = kVersionStory;
-  out.add(std::move(f));
+  out.add(version_part(kind, std::vector<std::string>(names.begin(), names.end()), what,
+                       python_version_of(*g.procs.front()->p), python_version_of(*b.procs.front()->p), b.key));
 }
 
 }  // namespace
+
+Finding version_part(Kind kind, const std::vector<std::string>& names, const std::string& what,
+                     const std::string& good_version, const std::string& bad_version, const std::string& role) {
+  Finding f = new_finding(kind, Severity::Info, names.empty() ? std::string() : names[0], role, UINT64_MAX - 1);
+  std::vector<std::string_view> views(names.begin(), names.end());
+  f.summary = std::to_string(names.size()) + " standard-library module(s) " + what + ": " + name_list(views, 20) +
+              " (the standard library of Python " + good_version + " and " + bad_version + " differs, not your code)";
+  f.brief = std::to_string(names.size()) + " standard-library module(s) " + what;
+  f.good = "Python " + good_version;
+  f.bad = "Python " + bad_version;
+  f.story = kVersionStory;
+  return f;
+}
 
 // The program stopped at a failed import: it exited with an error status after an import
 // whose failure nothing caught (import_time.h: nothing on its thread imported anything
@@ -425,39 +420,48 @@ bool exited_with_error(const model::ProcessEnd& e) {
   return (e.how == How::Exit || e.how == How::OsExit) && e.status != 0;
 }
 
+bool stopped_short(const Process& p, bool counterpart_failed) {
+  return model::ended_abnormally(p.end) || failed_import_that_stopped(p) ||
+         (!counterpart_failed && exited_with_error(p.end));
+}
+
+bool reached_point(const Process& p, const ModFacts& m) {
+  return !(m.ok_facts && model::import_in_failure_reporting(p, *m.ok_facts->first_ok));
+}
+
+Finding unreached_finding(const std::vector<std::string>& names, const std::string& role, const char* good_side,
+                          const char* stopped) {
+  Finding f = new_finding(Kind::ModuleMissing, Severity::Info, names.empty() ? std::string() : names[0], role,
+                          UINT64_MAX - 1);
+  std::vector<std::string_view> views(names.begin(), names.end());
+  f.summary = "not reached: " + std::to_string(names.size()) + " module(s) " + good_side +
+              " imported after the point where " + stopped +
+              " ended abnormally, exited with an error status or stopped at a failed import (or was still importing "
+              "there)";
+  f.good = name_list(views, 20);
+  f.bad = "not reached";
+  return f;
+}
+
+namespace {
+
+// How far the bad group got, when one of its processes stopped short (reach_in).
 Reach reach_of_cut_short(const Group& g, const Group& b) {
-  Reach r;
   // A bad process that exited with an error status where no good one of its role did (an
   // uncaught RuntimeError after its imports: status 1) stopped there too. Both runs failing
   // alike (a test run exits 1 in both) is no stop to compare against.
   bool good_failed = false;
   for (const ProcFacts* p : g.procs) good_failed |= exited_with_error(p->p->end);
   bool cut = false;
-  for (const ProcFacts* p : b.procs)
-    cut |= model::ended_abnormally(p->p->end) || failed_import_that_stopped(*p->p) ||
-           (!good_failed && exited_with_error(p->p->end));
-  if (!cut) return r;
-  r.pos = 0;
-  const ModFacts* last = nullptr;
-  for (size_t i = 0; i < b.mods->size(); ++i) {
-    // What the failure's report imported (3.13's own `import traceback` to print an uncaught
-    // exception, and what it imports) is no point the program reached.
-    const ModFacts& bm = b.mods->value(i);
-    if (bm.ok_facts && model::import_in_failure_reporting(*bm.ok_facts->ok_process->p, *bm.ok_facts->first_ok))
-      continue;
-    const ModFacts* o = g.mod(b.mods->key(i));
-    if (o && o->ok_facts && o->pos >= r.pos) {
-      r.pos = o->pos;
-      last = o;
-    }
-  }
-  if (!last) return r;
-  const Process& gp = *last->ok_facts->ok_process->p;
-  for (int64_t at = last->ok_facts->first_ok->parent_pos; at >= 0 && static_cast<size_t>(at) < gp.imports.size();
-       at = gp.imports[static_cast<size_t>(at)].parent_pos)
-    r.unfinished.insert(gp.imports[static_cast<size_t>(at)].name.str());
-  return r;
+  for (const ProcFacts* p : b.procs) cut |= stopped_short(*p->p, good_failed);
+  if (!cut) return Reach();
+  return reach_in(*g.mods, [&](std::string_view name) {
+    const ModFacts* bm = b.mod(name);
+    return bm && reached_point(*(bm->ok_facts ? bm->ok_facts->ok_process->p : b.procs.front()->p), *bm);
+  });
 }
+
+}  // namespace
 
 void compare_present(const Group& g, const Group& b, Findings& out) {
   const std::string& role = b.key;
@@ -580,16 +584,8 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
     out.add(std::move(f));
   }
   if (unreached.empty()) return;
-  Finding f = new_finding(Kind::ModuleMissing, Severity::Info, std::string(unreached[0]), role, UINT64_MAX - 1);
-  std::string list;
-  for (size_t i = 0; i < unreached.size() && i < 20; ++i) list += (i ? ", " : "") + std::string(unreached[i]);
-  if (unreached.size() > 20) list += ", ... (" + std::to_string(unreached.size() - 20) + " more)";
-  f.summary = "not reached: " + std::to_string(unreached.size()) +
-              " module(s) the good run imported after the point where the bad process ended abnormally, "
-              "exited with an error status or stopped at a failed import (or was still importing there)";
-  f.good = list;
-  f.bad = "not reached";
-  out.add(std::move(f));
+  out.add(unreached_finding(std::vector<std::string>(unreached.begin(), unreached.end()), role, "the good run",
+                            "the bad process"));
 }
 
 namespace {

@@ -218,3 +218,45 @@ def test_newer_schema_refused_clearly(real_trace, tmp_path):
     assert r.returncode == 2
     err = r.stderr.decode()
     assert len(err.strip().splitlines()) == 1 and ("newer" in err or "version" in err), err
+
+
+# Killed while the tracer creates its file: strace kills the process when the tracer makes
+# room for the header (its first fallocate), after the file was made and before the header
+# is in it. The file appears under its name only with its header, so nothing is left, as
+# of a process that imported nothing (one killed later: "sigkill" above).
+STRACE = "/usr/bin/strace"
+
+
+def test_killed_while_creating_its_trace_leaves_no_empty_file(tmp_path):
+    if not os.path.exists(STRACE):
+        pytest.skip("needs strace")
+    from e2e_util import LIB, clean_env
+    out = tmp_path / "out"
+    env = clean_env(LD_PRELOAD=LIB, IMPTRACE_OUTPUT=str(out) + "/")
+    cmd = [STRACE, "-qq", "-f", "-o", "/dev/null", "-e", "trace=fallocate",
+           "-e", "inject=fallocate:signal=SIGKILL:when=1", "/usr/bin/python3", "-c", "import json, colorsys"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    if "ptrace" in r.stderr or "Operation not permitted" in r.stderr:
+        pytest.skip("strace cannot trace here: " + r.stderr.strip())
+    assert r.returncode in (128 + signal.SIGKILL, -signal.SIGKILL), (r.returncode, r.stderr)
+    assert out.is_dir(), "the tracer did not get as far as its directory"
+    left = [(f, os.path.getsize(out / f)) for f in sorted(os.listdir(out))]
+    assert left == [], left
+
+
+def test_where_the_file_cannot_be_linked_it_is_made_under_its_name(tmp_path):
+    # No link (EPERM for every linkat: no /proc, no privilege): the file is made under its
+    # name as it was before the unnamed file, and holds the whole trace.
+    if not os.path.exists(STRACE):
+        pytest.skip("needs strace")
+    from e2e_util import LIB, clean_env
+    out = tmp_path / "out"
+    env = clean_env(LD_PRELOAD=LIB, IMPTRACE_OUTPUT=str(out) + "/")
+    cmd = [STRACE, "-qq", "-f", "-o", "/dev/null", "-e", "trace=linkat", "-e", "inject=linkat:error=EPERM",
+           "/usr/bin/python3", "-c", "import json, colorsys"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    if "ptrace" in r.stderr or "Operation not permitted" in r.stderr:
+        pytest.skip("strace cannot trace here: " + r.stderr.strip())
+    assert r.returncode == 0, r.stderr
+    (proc,) = export(str(out))["processes"]
+    assert "colorsys" in [i["name"] for i in proc["imports"]] and proc["end"]["how"] == "exit", proc["end"]

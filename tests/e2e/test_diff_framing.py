@@ -1,6 +1,6 @@
-"""What frames a diff before its causes, on real interpreters: a bad process that exited with
-an error status where the good one did not (an uncaught exception after its imports), and
-two runs made by different Python versions. Neither may be told as modules the user's code
+"""What frames a diff before its causes, on real interpreters, in the two-run and the many-run
+diff: a bad process that exited with an error status where the good one did not (an
+uncaught exception after its imports), and runs made by different Python versions. Neither may be told as modules the user's code
 lost: what the bad process never reached is one info entry, and what each version's
 standard library imports for itself belongs to the version's story."""
 import glob
@@ -43,26 +43,38 @@ def every_finding(findings):
     return [x for f in findings for x in [f] + f.get("related", [])]
 
 
-@pytest.mark.parametrize("version", ["3.12", "3.13"])
-def test_uncaught_error_after_the_imports_is_an_exit_status_not_missing_modules(version, tmp_path):
+def diff_of(tmp_path, code, good_py, bad_py, bad_env=None, runs=1):
+    """`imptrace diff` of `code` run by good_py against bad_py (with bad_env): GOOD BAD for
+    one run a side, --good RUN... --bad RUN... for more. Returns (exit status, findings)."""
+    good, bad = [], []
+    for i in range(runs):
+        out, r = traced_script(tmp_path, "good%d" % i, good_py, code)
+        assert r.returncode == 0, r.stderr
+        good.append(out)
+        bad.append(traced_script(tmp_path, "bad%d" % i, bad_py, code, env=bad_env)[0])
+    args = good + bad if runs == 1 else ["--good"] + good + ["--bad"] + bad
+    d = viewer("diff", *args, "--format", "json")
+    return d.returncode, json.loads(d.stdout)["findings"]
+
+
+@pytest.mark.parametrize("version,runs", [("3.12", 1), ("3.13", 1), ("3.12", 2)],
+                         ids=["3.12", "3.13", "3.12-many-runs"])
+def test_uncaught_error_after_the_imports_is_an_exit_status_not_missing_modules(version, runs, tmp_path):
     # 3.12 prints the traceback without importing anything; 3.13 imports traceback for it.
     py = pyenv(version)
-    good, r = traced_script(tmp_path, "good", py, PROGRAM)
-    assert r.returncode == 0, r.stderr
-    bad, r = traced_script(tmp_path, "bad", py, PROGRAM, env={"FAIL": "1"})
-    assert r.returncode == 1 and "RuntimeError" in r.stderr, r.stderr
-    d = viewer("diff", good, bad, "--format", "json")
-    findings = json.loads(d.stdout)["findings"]
+    status, findings = diff_of(tmp_path, PROGRAM, py, py, {"FAIL": "1"}, runs)
     loud = [f for f in every_finding(findings) if f["severity"] != "info"]
-    assert d.returncode == 0 and not loud, loud
+    assert status == 0 and not loud, loud
     assert findings[0]["kind"] == "exit_status_changed", findings
+    if runs > 1:
+        assert findings[0]["support"] == {"bad": [runs, runs], "good": [0, runs]}, findings[0]
     summary = findings[0]["summary"]
     assert "0 -> 1" in summary and "its last import was argparse at story.py:3" in summary, summary
     if version == "3.13":
         assert "the interpreter imported traceback to print it" in summary, summary
     else:
         assert "an uncaught exception outside imports" in summary, summary
-    unreached = [f for f in findings if f["kind"] == "module_missing"]
+    unreached = [f for f in every_finding(findings) if f["kind"] == "module_missing"]
     assert len(unreached) == 1 and unreached[0]["summary"].startswith("not reached"), unreached
     assert "email.mime.text" in unreached[0]["good"], unreached
 
@@ -92,7 +104,8 @@ def test_failing_test_run_with_the_same_imports_is_no_warning(tmp_path):
     assert len(ends) == 1 and "pytest: tests failed" in ends[0]["summary"], ends
 
 
-def test_python_upgrade_frames_the_diff_and_the_stdlib_is_not_your_code(tmp_path):
+@pytest.mark.parametrize("runs", [1, 2], ids=["two-runs", "many-runs"])
+def test_python_upgrade_frames_the_diff_and_the_stdlib_is_not_your_code(runs, tmp_path):
     # The same program on 3.12 (good) and 3.13 (bad): each standard library imports its own
     # helpers (3.12's email.utils imports socket and random, 3.13's does not) from its own
     # files. The user's own line that only 3.13 runs is still the user's story.
@@ -101,14 +114,12 @@ def test_python_upgrade_frames_the_diff_and_the_stdlib_is_not_your_code(tmp_path
         if sys.version_info >= (3, 13):
             import fractions
         """
-    good, r = traced_script(tmp_path, "good", pyenv("3.12"), code)
-    assert r.returncode == 0, r.stderr
-    bad, r = traced_script(tmp_path, "bad", pyenv("3.13"), code)
-    assert r.returncode == 0, r.stderr
-    findings = json.loads(viewer("diff", good, bad, "--format", "json").stdout)["findings"]
+    _, findings = diff_of(tmp_path, code, pyenv("3.12"), pyenv("3.13"), runs=runs)
     top = findings[0]
     assert top["kind"] == "python_version_changed" and top["severity"] == "warning", findings
     assert top["good"].startswith("Python 3.12") and top["bad"].startswith("Python 3.13"), top
+    if runs > 1:
+        assert top["support"] == {"bad": [runs, runs], "good": [0, runs]}, top
     parts = {f["kind"] for f in top["related"]}
     assert {"module_missing", "origin_changed"} <= parts, top["related"]
     assert all(f["severity"] == "info" for f in top["related"]), top["related"]

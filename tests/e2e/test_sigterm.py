@@ -300,3 +300,31 @@ def test_run_counts_terminated_processes_apart_from_abnormal_ends(tmp_path):
     assert "2 terminated by SIGTERM" in summary and "ended abnormally" not in summary, summary
     shown = viewer("show", str(tmp_path / "o")).stdout
     assert shown.count("<- terminated from outside") == 2 and "<- ended abnormally" not in shown, shown
+
+
+# ---- the same rules in the many-run diff (`--good RUN... --bad RUN...`) ------------------
+
+def many(good, bad):
+    r = viewer("diff", "--good", *good, "--bad", *bad, "--format", "json")
+    return r, json.loads(r.stdout)
+
+
+def test_many_runs_pool_terminated_on_both_sides_is_no_finding_and_against_clean_closes_the_first(tmp_path):
+    terminated = [traced_pool(tmp_path, "t%d" % i, "terminate") for i in range(3)]
+    r, d = many(terminated[:1], terminated[1:])
+    assert r.returncode == 0, loud(d)
+    assert not [f for f in d["findings"] if f["kind"] == "process_ended_abnormally"], d["findings"]
+
+    closed = [traced_pool(tmp_path, "c%d" % i, "close") for i in range(2)]
+    r, d = many(closed, terminated[1:])
+    assert r.returncode == 1, d["findings"]
+    first = d["findings"][0]
+    assert first["kind"] == "process_ended_abnormally" and first["severity"] == "error", first
+    assert "killed by SIGTERM" in first["summary"] and first["support"] == {"bad": [2, 2], "good": [0, 2]}, first
+
+
+def test_many_runs_idle_pool_workers_terminated_or_not_by_chance_are_no_finding(tmp_path):
+    runs = [traced_pool(tmp_path, "r%d" % i, "idle", IDLE_POOL) for i in range(4)]
+    for good, bad in ((runs[:2], runs[2:]), (runs[2:], runs[:2]), ([runs[0], runs[3]], [runs[1], runs[2]])):
+        r, d = many(good, bad)
+        assert r.returncode == 0, loud(d)

@@ -27,6 +27,7 @@ struct Variation {
   bool threads_swapped = false;  // interleave the worker thread's imports differently
   std::string xdist_worker;      // "" none
   std::vector<std::string> argv;  // empty: python -m pytest <the smoke test>
+  std::string python_version;     // empty: the trace builder's
 };
 
 constexpr const char* kStreamTest =
@@ -43,6 +44,7 @@ class RunBuilder {
     h.ppid = v.pid - 1;
     h.argv = {"/usr/bin/python3.10", "-m", "pytest", v.workspace + "/npugraph_ex/tests/smoke/stream_test.py"};
     if (!v.argv.empty()) h.argv = v.argv;
+    if (!v.python_version.empty()) h.python_version = v.python_version;
     h.cwd = v.workspace;
     h.start_time_unix_ns = 1700000000000000000 + v.pid * 1000;
     h.env = {{"PYTHONHASHSEED", std::to_string(v.pid)}};
@@ -77,6 +79,13 @@ class RunBuilder {
     b_.add_modules_change(c);
     ++next_index_;
     return *im.object;
+  }
+  // A module of the interpreter's own standard library under `lib` (/usr/lib/python3.12),
+  // imported by a module of it (the standard library importing for itself).
+  Obj stdlib_import(const std::string& name, const std::string& lib, uint64_t begin) {
+    Obj o = import(name, lib + "/" + name + ".py", begin, 1);
+    pending_.back().importer = Loc{lib + "/os.py", 1, "<module>"};
+    return o;
   }
   // Imports are written when they end (children first); flush writes them in that order.
   void flush() {

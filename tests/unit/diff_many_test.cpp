@@ -39,8 +39,13 @@ struct Runs {
   std::vector<std::string> good, bad;
   size_t loads = 0;
   void add(bool bad_side, model::Process p) {
+    std::vector<model::Process> run;
+    run.push_back(std::move(p));
+    add_run(bad_side, std::move(run));
+  }
+  void add_run(bool bad_side, std::vector<model::Process> procs) {
     std::string path = (bad_side ? "bad" : "good") + std::to_string(by_path.size());
-    by_path[path].push_back(std::move(p));
+    by_path[path] = std::move(procs);
     (bad_side ? bad : good).push_back(path);
   }
   diff::Result diff() {
@@ -153,6 +158,177 @@ TEST(DiffMany, OutcomeFromTheExitStatusAndASideThatContradictsIt) {
   bool said = false;
   for (const auto& w : r.input_warnings) said |= w.find("given as a failing run, but it passed") != std::string::npos;
   EXPECT_TRUE(said);
+}
+
+// ---- what frames the many-run diff, as it frames the two-run diff (diff_ends.cpp) ----------
+
+Variation script_run(int i, const std::string& script, const std::string& python = "") {
+  Variation v = machine(i);
+  v.argv = {"/usr/bin/python3", script};
+  v.python_version = python;
+  return v;
+}
+
+// `script` importing `names` in order (user code), then ending as `end(b)` says.
+template <class End>
+model::Process script_process(int i, const std::string& script, const std::vector<std::string>& names, End&& end) {
+  RunBuilder b(script_run(i, script));
+  uint64_t t = 10;
+  for (const auto& n : names) b.import(n, b.ws(n + ".py"), t += 10, 2);
+  end(b);
+  return b.process();
+}
+
+const Finding* find_kind(const diff::Result& r, const std::string& kind) {
+  for (const auto& f : r.findings) {
+    if (f.kind == kind) return &f;
+    for (const auto& rel : f.related)
+      if (rel.kind == kind) return &rel;
+  }
+  return nullptr;
+}
+
+TEST(DiffManyFraming, ErrorExitIsAnExitStatusAndWhatFollowedIsNotReached) {
+  Runs runs;
+  const std::vector<std::string> all = {"cfg", "loader", "cli", "mailer", "money"};
+  for (int i = 0; i < 2; ++i) runs.add(false, script_process(i, "story.py", all, [](RunBuilder&) {}));
+  for (int i = 2; i < 4; ++i)
+    runs.add(true, script_process(i, "story.py", {"cfg", "loader", "cli"},
+                                  [](RunBuilder& b) { b.end(testing::F::ProcessEnd::EXIT, 1); }));
+  diff::Result r = runs.diff();
+  EXPECT_EQ(r.exit_status(), 0) << dump(r);
+  ASSERT_FALSE(r.findings.empty());
+  const Finding* exit = find_kind(r, "exit_status_changed");
+  ASSERT_NE(exit, nullptr) << dump(r);
+  EXPECT_EQ(exit->severity, Severity::Info);
+  EXPECT_NE(exit->summary.find("exit status changed: 0 -> 1 (python story.py)"), std::string::npos) << exit->summary;
+  EXPECT_NE(exit->summary.find("its last import was cli"), std::string::npos) << exit->summary;
+  EXPECT_EQ(exit->support.bad, 2u);
+  EXPECT_EQ(exit->support.good, 0u);
+  size_t missing = 0;
+  for (const auto& f : r.findings)
+    if (f.kind == "module_missing") {
+      ++missing;
+      EXPECT_EQ(f.summary.rfind("not reached: 2 module(s)", 0), 0u) << f.summary;
+      EXPECT_EQ(f.good, "mailer, money");
+      EXPECT_EQ(f.severity, Severity::Info);
+    }
+  EXPECT_EQ(missing, 1u) << dump(r);
+}
+
+TEST(DiffManyFraming, WhatAFailingRunThatWentOnLacksIsStillMissing) {
+  // One failing run stopped early, the other finished without `money`: not unreached there.
+  Runs runs;
+  const std::vector<std::string> all = {"cfg", "loader", "cli", "mailer", "money"};
+  for (int i = 0; i < 2; ++i) runs.add(false, script_process(i, "story.py", all, [](RunBuilder&) {}));
+  runs.add(true, script_process(2, "story.py", {"cfg", "loader", "cli"},
+                                [](RunBuilder& b) { b.end(testing::F::ProcessEnd::EXIT, 1); }));
+  runs.add(true, script_process(3, "story.py", {"cfg", "loader", "cli", "mailer"}, [](RunBuilder&) {}));
+  diff::Result r = runs.diff();
+  bool money_missing = false;
+  for (const auto& f : r.findings)
+    money_missing |= f.kind == "module_missing" && f.summary.find("imported only in passing runs: money") == 0 &&
+                     f.severity == Severity::Warning;
+  EXPECT_TRUE(money_missing) << dump(r);
+}
+
+TEST(DiffManyFraming, PythonVersionChangeIsFirstAndTheStandardLibrarysDifferencesAreItsParts) {
+  Runs runs;
+  for (int i = 0; i < 4; ++i) {
+    bool bad = i >= 2;
+    std::string lib = bad ? "/usr/lib/python3.13" : "/usr/lib/python3.12";
+    RunBuilder b(script_run(i, "app.py", bad ? "3.13.0 (main) [GCC 12.2.0]" : "3.12.1 (main) [GCC 12.2.0]"));
+    b.import("cfg", b.ws("cfg.py"), 10, 2);
+    if (!bad) b.stdlib_import("random", lib, 20);
+    if (bad) b.import("fractions_user", b.ws("fractions_user.py"), 30, 2);
+    runs.add(bad, b.process());
+  }
+  diff::Result r = runs.diff();
+  ASSERT_FALSE(r.findings.empty());
+  const Finding& top = r.findings[0];
+  EXPECT_EQ(top.kind, "python_version_changed") << dump(r);
+  EXPECT_EQ(top.severity, Severity::Warning);
+  EXPECT_EQ(top.good, "Python 3.12.1");
+  EXPECT_EQ(top.bad, "Python 3.13.0");
+  EXPECT_EQ(top.support.bad, 2u);
+  bool stdlib_part = false;
+  for (const auto& rel : top.related)
+    stdlib_part |= rel.kind == "module_missing" && rel.severity == Severity::Info && rel.module == "random" &&
+                   rel.summary.find("standard-library module(s) imported only by the") !=
+                       std::string::npos;
+  EXPECT_TRUE(stdlib_part) << dump(r);
+  // The user's own module is the user's story, not the version's.
+  const Finding* added = nullptr;
+  for (const auto& f : r.findings)
+    if (f.kind == "module_added") added = &f;
+  ASSERT_NE(added, nullptr) << dump(r);
+  EXPECT_EQ(added->module, "fractions_user");
+  EXPECT_EQ(added->severity, Severity::Warning);
+  for (const auto& f : r.findings)
+    EXPECT_FALSE(f.kind == "module_missing" && f.module == "random") << dump(r);
+}
+
+// Runs of a main process and a worker (`worker.py`) whose imports and end are given.
+template <class End>
+std::vector<model::Process> with_worker(int i, const std::vector<std::string>& worker_imports, End&& end) {
+  std::vector<model::Process> run;
+  run.push_back(script_process(i, "main.py", {"cfg"}, [](RunBuilder&) {}));
+  run.push_back(script_process(i + 100, "worker.py", worker_imports, end));
+  return run;
+}
+
+void finished(RunBuilder&) {}
+void sigterm(RunBuilder& b) { b.end(testing::F::ProcessEnd::SIGNAL, 0, 15); }
+void sigsegv(RunBuilder& b) { b.end(testing::F::ProcessEnd::SIGNAL, 0, 11); }
+
+const Finding* ended(const diff::Result& r) { return find_kind(r, "process_ended_abnormally"); }
+
+TEST(DiffManyFraming, TerminatedAfterImportingAllItsPassingCounterpartsDidIsInfo) {
+  Runs runs;
+  for (int i = 0; i < 2; ++i) runs.add_run(false, with_worker(i, {"colorsys", "json_user"}, finished));
+  for (int i = 2; i < 4; ++i) runs.add_run(true, with_worker(i, {"colorsys", "json_user"}, sigterm));
+  diff::Result r = runs.diff();
+  const Finding* f = ended(r);
+  ASSERT_NE(f, nullptr) << dump(r);
+  EXPECT_EQ(f->severity, Severity::Info) << f->summary;
+  EXPECT_NE(f->summary.find(" after importing all its "), std::string::npos) << f->summary;
+  EXPECT_EQ(r.exit_status(), 0) << dump(r);
+}
+
+TEST(DiffManyFraming, TerminatedShortOfWhereItsPassingCounterpartsGotIsAnError) {
+  Runs runs;
+  for (int i = 0; i < 2; ++i) runs.add_run(false, with_worker(i, {"colorsys", "json_user"}, finished));
+  for (int i = 2; i < 4; ++i) runs.add_run(true, with_worker(i, {"colorsys"}, sigterm));
+  diff::Result r = runs.diff();
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].kind, "process_ended_abnormally") << dump(r);
+  EXPECT_EQ(r.findings[0].severity, Severity::Error);
+  EXPECT_EQ(r.exit_status(), 1);
+}
+
+TEST(DiffManyFraming, TerminatedWithNoCounterpartIsInfoACrashIsAnError) {
+  for (bool crash : {false, true}) {
+    Runs runs;
+    for (int i = 0; i < 2; ++i) runs.add(false, script_process(i, "main.py", {"cfg"}, finished));
+    for (int i = 2; i < 4; ++i) runs.add_run(true, with_worker(i, {"colorsys"}, crash ? sigsegv : sigterm));
+    diff::Result r = runs.diff();
+    const Finding* f = ended(r);
+    ASSERT_NE(f, nullptr) << dump(r);
+    EXPECT_EQ(f->severity, crash ? Severity::Error : Severity::Info) << f->summary;
+    if (!crash)
+      EXPECT_NE(f->summary.find("with no process of its kind in the "), std::string::npos) << f->summary;
+  }
+}
+
+TEST(DiffManyFraming, APassingRunsAbnormalEndIsInfo) {
+  Runs runs;
+  for (int i = 0; i < 2; ++i) runs.add_run(false, with_worker(i, {"colorsys"}, sigterm));
+  for (int i = 2; i < 4; ++i) runs.add_run(true, with_worker(i, {"colorsys"}, finished));
+  diff::Result r = runs.diff();
+  const Finding* f = ended(r);
+  ASSERT_NE(f, nullptr) << dump(r);
+  EXPECT_EQ(f->severity, Severity::Info) << f->summary;
+  EXPECT_EQ(r.exit_status(), 0) << dump(r);
 }
 
 TEST(TestOutcomes, JunitCasesInOrderWithFailuresAndErrors) {
