@@ -1,6 +1,7 @@
 // Module findings: imports that failed (import_failed), modules only one run imported
 // (module_added, module_missing), and how modules both imported were found, loaded and
 // timed (origin_changed, loader_changed, import_slower).
+#include <algorithm>
 #include <cstdio>
 #include <unordered_map>
 #include <unordered_set>
@@ -60,6 +61,42 @@ std::string rooted_text(const RootedPath& r) {
   return r.root.empty() ? r.rel : r.rel + " under " + r.root;
 }
 
+// What kind of place a module file is in: the interpreter's standard library, an installed
+// package (site-packages, dist-packages), or any other directory (a script's directory, a
+// checkout, the working directory). The same path under two entries of one kind is one file
+// moved (another venv, another prefix); across kinds it is another file: a `calendar.py`
+// beside a script shadows the standard library's, a checkout's `yaml/` the installed one.
+enum class PlaceKind { Stdlib, Installed, Other };
+PlaceKind place_kind(const std::string& file) {
+  if (stdlib_file(file)) return PlaceKind::Stdlib;
+  if (file.find("/site-packages/") != std::string::npos || file.find("/dist-packages/") != std::string::npos)
+    return PlaceKind::Installed;
+  return PlaceKind::Other;
+}
+
+// The same file in both runs by the rules above (origins already cleaned).
+bool same_file(const RootedPath& b, const RootedPath& g, const std::string& bad_file, const std::string& good_file) {
+  return !b.root.empty() && !g.root.empty() && b.rel == g.rel && place_kind(bad_file) == place_kind(good_file);
+}
+
+// The module names an error message puts in quotes as a module: "module 'calendar' has no
+// attribute 'day_abbr'", "cannot import name 'X' from 'pkg' (/path)", "partially initialized
+// module 'pkg.a'".
+std::vector<std::string> modules_named_in_error(const std::string& message) {
+  std::vector<std::string> out;
+  for (const char* lead : {"module '", "from '"}) {
+    const std::string l = lead;
+    for (size_t at = message.find(l); at != std::string::npos; at = message.find(l, at + 1)) {
+      size_t start = at + l.size(), end = message.find('\'', start);
+      if (end == std::string::npos || end == start) continue;
+      std::string name = message.substr(start, end - start);
+      if (name.find_first_of(" /") == std::string::npos && std::find(out.begin(), out.end(), name) == out.end())
+        out.push_back(name);
+    }
+  }
+  return out;
+}
+
 
 // The file of the module a failed import put under its key before its code raised
 // (importlib takes it out again: the removal names it), "" when it made none
@@ -109,8 +146,16 @@ const Import& origin_of_failure(const Process& p, const Import& im) {
       if (c.parent_pos != pos || c.ok || c.error_type != at->error_type || c.error_message != at->error_message)
         continue;
       // The first step of a dotted import (`org` inside `org.python.core`) is that import's
-      // own failure: the story stays with the name the code asked for.
-      if (timing::is_under(at->name, c.name)) continue;
+      // own failure: the story stays with the name the code asked for, unless the error was
+      // raised further inside that package's own import (`pandas.util.version` failing
+      // because `pandas.util` imported `_strptime`, which raised).
+      if (timing::is_under(at->name, c.name)) {
+        const Import& inner = origin_of_failure(p, c);
+        if (&inner == &c) continue;
+        at = &inner;
+        deeper = true;
+        break;
+      }
       at = &c;
       deeper = true;
       break;
@@ -190,7 +235,7 @@ void compare_failed(const Group& g, const Group& b, Findings& out) {
         if (!gim.origin.empty() && clean_absolute(made_from) != clean_absolute(gim.origin)) {
           RootedPath br = outer_rooted(clean_absolute(made_from), x.first->p->sys_path_roots());
           RootedPath gr = outer_rooted(clean_absolute(gim.origin), good_ok->ok_process->p->sys_path_roots());
-          if (br.root.empty() || gr.root.empty() || br.rel != gr.rel) {
+          if (!same_file(br, gr, clean_absolute(made_from), clean_absolute(gim.origin))) {
             f.summary += "; the failing " + f.module + " came from " + rooted_text(br) + ", not from " +
                          rooted_text(gr) + " as in the good run";
             f.bad += " (from " + rooted_text(br) + ")";
@@ -379,6 +424,17 @@ bool stdlib_import(const Import& im) {
 
 namespace {
 
+// An `encodings.X` module imported by the standard library's codec search function: the
+// registry looking up an encoding some code named at run time.
+bool codec_lookup(const Import& im) {
+  const std::string& name = im.name.str();
+  const std::string& file = im.importer.file.str();
+  static const std::string kRegistry = "/encodings/__init__.py";
+  return name.compare(0, 10, "encodings.") == 0 && name.find('.', 10) == std::string::npos &&
+         file.size() > kRegistry.size() && file.compare(file.size() - kRegistry.size(), kRegistry.size(), kRegistry) == 0 &&
+         stdlib_file(file) && im.importer.function == "search_function";
+}
+
 // "a, b, c, ... (N more)"
 std::string name_list(const std::vector<std::string_view>& names, size_t limit) {
   std::string list;
@@ -476,6 +532,10 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
   // Under two Python versions, what one's standard library imported for itself.
   const bool versions_differ = python_versions_differ(g, b);
   std::vector<std::string_view> by_version[2];  // [in_bad]
+  // Codecs the standard library's codec registry imported when the program named an
+  // encoding (bytes.decode("utf-16-be"), open(..., encoding=...)): what data came by
+  // (matplotlib reading font names only when it rebuilds its font cache), not the code.
+  std::vector<std::string_view> codecs[2];  // [in_bad]
   auto package_of_other_name = [&](std::string_view name, bool in_bad) {
     for (const auto& kv : renamed[!in_bad])
       if (kv.second.size() > name.size() && timing::is_under(kv.second, std::string(name))) return true;
@@ -515,6 +575,10 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
       }
       if (model::import_in_failure_reporting(*m.ok_process->p, *m.ok_facts->first_ok)) {
         reporting[in_bad].push_back(name);
+        continue;
+      }
+      if (codec_lookup(*m.ok_facts->first_ok)) {
+        codecs[in_bad].push_back(name);
         continue;
       }
       std::string_view t = name.substr(0, name.find('.'));
@@ -566,6 +630,18 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
   version_finding(Kind::ModuleMissing, by_version[0], "imported only by the good run's standard library", g, b, out);
   version_finding(Kind::ModuleAdded, by_version[1], "imported only by the bad run's standard library", g, b, out);
   for (int in_bad = 1; in_bad >= 0; --in_bad) {
+    if (codecs[in_bad].empty()) continue;
+    Finding f = new_finding(in_bad ? Kind::ModuleAdded : Kind::ModuleMissing, Severity::Info,
+                            std::string(codecs[in_bad][0]), role, UINT64_MAX - 1);
+    const std::string list = name_list(codecs[in_bad], 20);
+    f.summary = std::to_string(codecs[in_bad].size()) + " codec module(s) imported only in the " +
+                (in_bad ? "bad" : "good") + " run by the codec registry (encodings.search_function), when the " +
+                "program decoded or encoded text in that encoding: the data differed, not the imports: " + list;
+    (in_bad ? f.bad : f.good) = list;
+    (in_bad ? f.good : f.bad) = "not imported";
+    out.add(std::move(f));
+  }
+  for (int in_bad = 1; in_bad >= 0; --in_bad) {
     if (layout[in_bad].empty()) continue;
     Finding f = new_finding(in_bad ? Kind::ModuleAdded : Kind::ModuleMissing, Severity::Info,
                             layout[in_bad][0].substr(0, layout[in_bad][0].find(' ')), role, UINT64_MAX - 1);
@@ -609,6 +685,26 @@ Finding changed_finding(Kind kind, std::string_view name, const char* how, const
 
 }  // namespace
 
+namespace {
+
+// An import failed in the bad run with an error that names `origin`'s module (the error
+// was raised where `calendar.day_abbr` was read from a `calendar.py` that shadows the
+// standard library's): the changed file is that failure's story, told in the failure's
+// own line where the error was raised.
+void link_to_failures_naming(Finding& origin, Findings& out) {
+  for (Finding& f : out.out) {
+    if (f.kind != Kind::ImportFailed || f.process != origin.process || f.story != f.module) continue;
+    const std::vector<std::string> named = modules_named_in_error(f.bad);
+    if (std::find(named.begin(), named.end(), origin.module) == named.end()) continue;
+    if (origin.story.empty()) origin.story = f.story;
+    if (origin.story != f.story) continue;
+    f.summary += "; '" + origin.module + "' came from " + origin.bad + ", not from " + origin.good + " as in the good run";
+    origin.brief.clear();  // the failure's line says it already
+  }
+}
+
+}  // namespace
+
 // Origin, loader and timing of modules both runs imported.
 // An origin changed only when the files differ by every measure: not the same absolute file
 // (after folding "//", "." and ".."), not the same path under the innermost sys.path entry
@@ -635,12 +731,13 @@ void compare_common(const Group& g, const Group& b, Findings& out) {
     PathNorm& bn = *bi->ok_process->norm;
     PathNorm& gn = *gi->ok_process->norm;
     RootedPath br, gr;
-    bool origin_differs = bn.view(bim.origin) != gn.view(gim.origin) &&
+    bool origin_differs = (bn.view(bim.origin) != gn.view(gim.origin) ||
+                           place_kind(bim.origin) != place_kind(gim.origin)) &&
                           clean_absolute(bim.origin) != clean_absolute(gim.origin);
     if (origin_differs) {
       br = outer_rooted(clean_absolute(bim.origin), roots(bi->ok_process->p));
       gr = outer_rooted(clean_absolute(gim.origin), roots(gi->ok_process->p));
-      origin_differs = br.root.empty() || gr.root.empty() || br.rel != gr.rel;
+      origin_differs = !same_file(br, gr, clean_absolute(bim.origin), clean_absolute(gim.origin));
     }
     // Under two Python versions a module of each one's own standard library comes from
     // that interpreter's files, and some are frozen in one and not the other.
@@ -655,6 +752,12 @@ void compare_common(const Group& g, const Group& b, Findings& out) {
                                   bim.origin.empty() ? std::string() : rooted_text(br), bim, b, role);
       Location l = bn.loc(bim.importer);
       if (!l.empty()) f.where.push_back(l);
+      const bool shadows_stdlib = !bim.origin.empty() && !gim.origin.empty() &&
+                                  place_kind(clean_absolute(gim.origin)) == PlaceKind::Stdlib &&
+                                  place_kind(clean_absolute(bim.origin)) != PlaceKind::Stdlib;
+      if (shadows_stdlib) f.summary += ": a file shadowing the standard library's";
+      f.brief = f.module + " from " + rooted_text(br) + (shadows_stdlib ? ", shadowing the standard library's" : "");
+      link_to_failures_naming(f, out);
       out.add(std::move(f));
     }
     if (bim.loader != gim.loader) {

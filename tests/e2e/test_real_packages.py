@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from e2e_util import run, viewer, why
+from e2e_util import export, run, viewer, why
 
 PY = "/usr/bin/python3"
 
@@ -589,3 +589,60 @@ def test_forwarded_to_the_module_that_holds_the_result(version, tmp_path):
     # Before 3.10 an AttributeError does not say whose lookup failed, and the proxy holds
     # several modules by then: no target rather than a guess. From 3.10 it says none.
     assert got["NoSuch"] == ("AttributeError: NoSuch", None), got
+
+
+def test_stdlib_module_shadowed_by_a_file_beside_the_script_is_the_story(tmp_path):
+    # A `calendar.py` of the user's own beside the script: it imports fine, and pandas dies
+    # later in `_strptime` reading `calendar.day_abbr`. The same name under another sys.path
+    # entry is another file when one is the standard library's; the failure where the error
+    # was raised (through the dotted `pandas.util.version`, whose package `pandas.util`
+    # failed inside) is one story with every import it stopped and the shadowing file;
+    # children bound on packages importlib took out after their own import failed are no
+    # binding error.
+    needs("pandas")
+    for side in ("good", "bad"):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "app.py").write_text("import pandas\nprint(pandas.Timestamp('2020-01-01').month_name())\n")
+    (tmp_path / "bad" / "calendar.py").write_text("def holidays():\n    return []\n")
+    g = traced([PY, "good/app.py"], tmp_path / "t-good", cwd=str(tmp_path))
+    assert g.returncode == 0, g.stderr
+    b = traced([PY, "bad/app.py"], tmp_path / "t-bad", cwd=str(tmp_path))
+    assert "has no attribute 'day_abbr'" in b.stderr, b.stderr
+    r = viewer("diff", str(tmp_path / "t-good"), str(tmp_path / "t-bad"), "--format", "json")
+    assert r.returncode == 1, r.stderr
+    findings = json.loads(r.stdout)["findings"]
+    first = findings[0]
+    assert (first["kind"], first["module"], first["severity"]) == ("import_failed", "_strptime", "error"), first
+    assert ("'calendar' came from calendar.py under %s, not from calendar.py under /usr/lib/python3" %
+            (tmp_path / "bad")) in first["summary"], first
+    related = first.get("related", [])
+    shadow = [x for x in related if x["kind"] == "origin_changed" and x["module"] == "calendar"]
+    assert shadow and "shadowing the standard library's" in shadow[0]["summary"], related
+    assert {"pandas", "pandas.util.version", "pandas.util"} <= {x["module"] for x in related}, related
+    loud = [f["kind"] + " " + f["module"] for f in findings[1:] if f["severity"] != "info"]
+    assert not loud, loud
+    bindings = [x for f in findings for x in [f] + f.get("related", []) if x["kind"].startswith("binding_")]
+    assert not bindings, bindings
+
+
+def test_codec_looked_up_only_when_a_cache_was_rebuilt_is_no_warning(tmp_path):
+    # matplotlib reads font names (UTF-16-BE in TrueType name tables) only when it builds its
+    # font cache: a cold cache makes the codec registry import encodings.utf_16_be. Which
+    # encodings a program decoded is its data, not its imports: info, exit 0.
+    needs("matplotlib")
+    env = {"MPLCONFIGDIR": str(tmp_path / "mpl"), "MPLBACKEND": "Agg"}
+    cmd = [PY, "-c", "import matplotlib.pyplot"]
+    traced(cmd, tmp_path / "cold", env=env, cwd=str(tmp_path))
+    traced(cmd, tmp_path / "warm", env=env, cwd=str(tmp_path))
+    cold = export(str(tmp_path / "cold"))["processes"][0]["imports"]
+    warm = export(str(tmp_path / "warm"))["processes"][0]["imports"]
+    codecs = {i["name"] for i in cold if i["name"].startswith("encodings.")} - \
+        {i["name"] for i in warm if i["name"].startswith("encodings.")}
+    if not codecs:
+        pytest.skip("no font of this system needed another codec to build matplotlib's cache")
+    for good, bad in (("warm", "cold"), ("cold", "warm")):
+        r = viewer("diff", str(tmp_path / good), str(tmp_path / bad), "--format", "json")
+        findings = json.loads(r.stdout)["findings"]
+        assert r.returncode == 0, findings
+        told = [f for f in findings if f["module"] in codecs]
+        assert told and all(f["severity"] == "info" and "codec registry" in f["summary"] for f in told), told
