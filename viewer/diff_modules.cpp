@@ -3,6 +3,7 @@
 // timed (origin_changed, loader_changed, import_slower).
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -461,6 +462,52 @@ void version_finding(Kind kind, const std::vector<std::string_view>& names, cons
 
 }  // namespace
 
+namespace {
+
+// Whether a module both runs imported came from another file, by the rules of
+// compare_common; `br`, `gr` get where each path sits (only when the absolute files differ).
+bool origin_moved(const Import& bim, const Import& gim, PathNorm& bn, PathNorm& gn, const std::vector<std::string>& broots,
+                  const std::vector<std::string>& groots, RootedPath& br, RootedPath& gr) {
+  if ((bn.view(bim.origin) == gn.view(gim.origin) && place_kind(bim.origin) == place_kind(gim.origin)) ||
+      clean_absolute(bim.origin) == clean_absolute(gim.origin))
+    return false;
+  br = outer_rooted(clean_absolute(bim.origin), broots);
+  gr = outer_rooted(clean_absolute(gim.origin), groots);
+  return !same_file(br, gr, clean_absolute(bim.origin), clean_absolute(gim.origin));
+}
+
+// The modules both runs imported from other files (the standard library of two Python
+// versions aside): what each imported in its own run is that file's doing.
+std::unordered_set<std::string_view> moved_modules(const Group& g, const Group& b) {
+  std::unordered_set<std::string_view> out;
+  const bool versions_differ = python_versions_differ(g, b);
+  for (size_t i = 0; i < b.mods->size(); ++i) {
+    const ModFacts& bi = b.mods->value(i);
+    const ModFacts* gi = g.mod(b.mods->key(i));
+    if (!bi.ok_facts || !gi || !gi->ok_facts) continue;
+    const Import& bim = *bi.ok_facts->first_ok;
+    const Import& gim = *gi->ok_facts->first_ok;
+    if (versions_differ && stdlib_file(bim.origin.str()) && stdlib_file(gim.origin.str())) continue;
+    RootedPath br, gr;
+    if (origin_moved(bim, gim, *bi.ok_process->norm, *gi->ok_process->norm, bi.ok_process->p->sys_path_roots(),
+                     gi->ok_process->p->sys_path_roots(), br, gr))
+      out.insert(b.mods->key(i));
+  }
+  return out;
+}
+
+// The innermost import enclosing `im` (itself excluded) of a module in `moved`, or "".
+std::string_view moved_ancestor(const Process& p, const Import& im, const std::unordered_set<std::string_view>& moved) {
+  for (int64_t at = im.parent_pos; at >= 0 && static_cast<size_t>(at) < p.imports.size();
+       at = p.imports[static_cast<size_t>(at)].parent_pos) {
+    auto it = moved.find(p.imports[static_cast<size_t>(at)].name.str());
+    if (it != moved.end()) return *it;
+  }
+  return {};
+}
+
+}  // namespace
+
 // The program stopped at a failed import: it exited with an error status after an import
 // whose failure nothing caught (import_time.h: nothing on its thread imported anything
 // afterwards). What the good run imported after that point was never reached.
@@ -536,6 +583,11 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
   // encoding (bytes.decode("utf-16-be"), open(..., encoding=...)): what data came by
   // (matplotlib reading font names only when it rebuilds its font cache), not the code.
   std::vector<std::string_view> codecs[2];  // [in_bad]
+  // Modules only one run imported from inside the import of a module whose file differs
+  // between the runs (the real networkx imports gzip and pickle, a local stand-in does
+  // not): that file's doing, told with its origin_changed, by the innermost such module.
+  const std::unordered_set<std::string_view> moved = moved_modules(g, b);
+  std::map<std::string_view, std::vector<std::string_view>> under_moved[2];  // [in_bad]
   auto package_of_other_name = [&](std::string_view name, bool in_bad) {
     for (const auto& kv : renamed[!in_bad])
       if (kv.second.size() > name.size() && timing::is_under(kv.second, std::string(name))) return true;
@@ -580,6 +632,13 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
       if (codec_lookup(*m.ok_facts->first_ok)) {
         codecs[in_bad].push_back(name);
         continue;
+      }
+      if (!moved.empty()) {
+        std::string_view by = moved_ancestor(*m.ok_process->p, *m.ok_facts->first_ok, moved);
+        if (!by.empty()) {
+          under_moved[in_bad][by].push_back(name);
+          continue;
+        }
       }
       std::string_view t = name.substr(0, name.find('.'));
       auto ins = by_top.emplace(t, std::vector<std::string_view>());
@@ -629,6 +688,20 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
   fold_reporting_imports(reporting[1], reporting[0], role, out);
   version_finding(Kind::ModuleMissing, by_version[0], "imported only by the good run's standard library", g, b, out);
   version_finding(Kind::ModuleAdded, by_version[1], "imported only by the bad run's standard library", g, b, out);
+  // One info entry per side and moved module, in that module's story; compare_common folds
+  // it into the origin_changed finding.
+  for (int in_bad = 1; in_bad >= 0; --in_bad)
+    for (const auto& kv : under_moved[in_bad]) {
+      Finding f = new_finding(in_bad ? Kind::ModuleAdded : Kind::ModuleMissing, Severity::Info,
+                              std::string(kv.second[0]), role, UINT64_MAX - 1);
+      f.story = std::string(kv.first);
+      f.summary = std::string("the ") + (in_bad ? "bad" : "good") + " run's " + std::string(kv.first) + " imported " +
+                  std::to_string(kv.second.size()) + " module(s) the " + (in_bad ? "good" : "bad") +
+                  " run's did not: " + name_list(kv.second, 10);
+      (in_bad ? f.bad : f.good) = name_list(kv.second, 20);
+      (in_bad ? f.good : f.bad) = "not imported";
+      out.add(std::move(f));
+    }
   for (int in_bad = 1; in_bad >= 0; --in_bad) {
     if (codecs[in_bad].empty()) continue;
     Finding f = new_finding(in_bad ? Kind::ModuleAdded : Kind::ModuleMissing, Severity::Info,
@@ -687,6 +760,23 @@ Finding changed_finding(Kind kind, std::string_view name, const char* how, const
 
 namespace {
 
+// compare_present's entries for what the module's file imported in one run only: their
+// text goes into the origin_changed finding, which is the story.
+void fold_what_the_file_imported(Finding& origin, Findings& out) {
+  auto& fs = out.out;
+  for (size_t i = 0; i < fs.size();) {
+    Finding& f = fs[i];
+    if ((f.kind == Kind::ModuleMissing || f.kind == Kind::ModuleAdded) && f.process == origin.process &&
+        f.story == origin.module) {
+      origin.summary += "; " + f.summary;
+      (f.kind == Kind::ModuleAdded ? origin.bad : origin.good) += "; imported " + (f.kind == Kind::ModuleAdded ? f.bad : f.good);
+      fs.erase(fs.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
+  }
+}
+
 // An import failed in the bad run with an error that names `origin`'s module (the error
 // was raised where `calendar.day_abbr` was read from a `calendar.py` that shadows the
 // standard library's): the changed file is that failure's story, told in the failure's
@@ -731,14 +821,7 @@ void compare_common(const Group& g, const Group& b, Findings& out) {
     PathNorm& bn = *bi->ok_process->norm;
     PathNorm& gn = *gi->ok_process->norm;
     RootedPath br, gr;
-    bool origin_differs = (bn.view(bim.origin) != gn.view(gim.origin) ||
-                           place_kind(bim.origin) != place_kind(gim.origin)) &&
-                          clean_absolute(bim.origin) != clean_absolute(gim.origin);
-    if (origin_differs) {
-      br = outer_rooted(clean_absolute(bim.origin), roots(bi->ok_process->p));
-      gr = outer_rooted(clean_absolute(gim.origin), roots(gi->ok_process->p));
-      origin_differs = !same_file(br, gr, clean_absolute(bim.origin), clean_absolute(gim.origin));
-    }
+    bool origin_differs = origin_moved(bim, gim, bn, gn, roots(bi->ok_process->p), roots(gi->ok_process->p), br, gr);
     // Under two Python versions a module of each one's own standard library comes from
     // that interpreter's files, and some are frozen in one and not the other.
     const bool stdlib_both = versions_differ && stdlib_file(bim.origin.str()) && stdlib_file(gim.origin.str());
@@ -758,6 +841,7 @@ void compare_common(const Group& g, const Group& b, Findings& out) {
       if (shadows_stdlib) f.summary += ": a file shadowing the standard library's";
       f.brief = f.module + " from " + rooted_text(br) + (shadows_stdlib ? ", shadowing the standard library's" : "");
       link_to_failures_naming(f, out);
+      fold_what_the_file_imported(f, out);
       out.add(std::move(f));
     }
     if (bim.loader != gim.loader) {

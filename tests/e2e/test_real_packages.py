@@ -646,3 +646,42 @@ def test_codec_looked_up_only_when_a_cache_was_rebuilt_is_no_warning(tmp_path):
         assert r.returncode == 0, findings
         told = [f for f in findings if f["module"] in codecs]
         assert told and all(f["severity"] == "info" and "codec registry" in f["summary"] for f in told), told
+
+
+NX_SUITE = '''
+import pytest
+
+@pytest.mark.parametrize("n", range(4))
+def test_graph(n):
+    import networkx as nx
+    assert nx.path_graph(n + 2).number_of_edges() == n + 1
+'''
+
+
+def test_package_shadowed_by_a_local_stand_in_is_one_origin_story(tmp_path):
+    # A local `networkx/` stand-in first on PYTHONPATH, in two xdist workers: what the real
+    # networkx imports (gzip, pickle, 270 networkx modules) and the stand-in does not is
+    # that file's doing, told with the origin_changed that ranks first, not a
+    # module_missing warning each above it.
+    needs("networkx", "xdist")
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "test_nx.py").write_text(NX_SUITE)
+    shim = tmp_path / "shim" / "networkx"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text("from .graph import *  # noqa\n")
+    (shim / "graph.py").write_text("def path_graph(n):\n    raise NotImplementedError\n")
+    cmd = [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "xdist", "-n", "2", str(suite)]
+    g = traced(cmd, tmp_path / "good", cwd=str(tmp_path))
+    assert g.returncode == 0, g.stdout
+    b = traced(cmd, tmp_path / "bad", env={"PYTHONPATH": str(tmp_path / "shim")}, cwd=str(tmp_path))
+    assert b.returncode == 1, b.stdout
+    r = viewer("diff", str(tmp_path / "good"), str(tmp_path / "bad"), "--format", "json")
+    assert r.returncode == 1, r.stderr
+    findings = json.loads(r.stdout)["findings"]
+    first = findings[0]
+    assert (first["kind"], first["module"]) == ("origin_changed", "networkx"), first
+    assert "the good run's networkx imported" in first["summary"] and "gzip" in first["good"], first
+    assert "the bad run's networkx imported 1 module(s) the good run's did not: networkx.graph" in first["summary"], first
+    loud = [f["kind"] + " " + f["module"] for f in findings[1:] if f["severity"] != "info"]
+    assert not loud, loud
