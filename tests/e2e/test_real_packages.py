@@ -623,6 +623,14 @@ def test_stdlib_module_shadowed_by_a_file_beside_the_script_is_the_story(tmp_pat
     assert not loud, loud
     bindings = [x for f in findings for x in [f] + f.get("related", []) if x["kind"].startswith("binding_")]
     assert not bindings, bindings
+    # `why pandas`: importlib took the half-made package out because its import failed,
+    # told at the line that imported it, not at importlib's own frame.
+    entry = why([str(tmp_path / "t-bad")], "pandas")["entries"][0]
+    assert entry["removed_by_failed_import"] and entry["removed_at"]["file"] == "app.py", entry
+    assert entry["removed_at"]["line"] == 1, entry
+    text = viewer("why", str(tmp_path / "t-bad"), "pandas").stdout
+    assert "removed from sys.modules by the import system when its import at app.py:1 in <module> failed" in text, text
+    assert "<frozen importlib" not in text, text
 
 
 def test_codec_looked_up_only_when_a_cache_was_rebuilt_is_no_warning(tmp_path):
