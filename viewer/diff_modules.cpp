@@ -311,6 +311,20 @@ bool module_sat_under(const Group& run, std::string_view name) {
   return found;
 }
 
+// Some object sat under `name` in `run` that was not a module (a MagicMock, a proxy that is
+// no ModuleType): the key's history tells that story.
+bool key_held_other_object(const Group& run, std::string_view name) {
+  Group::KeyUnion scratch;
+  const Group::KeyUnion* k = run.find_key(name, scratch);
+  if (!k) return false;
+  bool found = false;
+  k->each([&](const Group::KeyRep& r) {
+    for (const auto& e : r.history->entries)
+      found |= e.object && e.object->present && !e.via_import && !e.object->is_module();
+  });
+  return found;
+}
+
 std::string_view last_part(std::string_view name) {
   size_t dot = name.rfind('.');
   return dot == std::string_view::npos ? name : name.substr(dot + 1);
@@ -596,6 +610,7 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
   auto aggregate = [&](const Group& from, const Group& other, Kind kind, bool in_bad) {
     std::unordered_map<std::string_view, std::vector<std::string_view>> by_top;
     std::vector<std::string_view> tops;
+    std::vector<std::string_view> candidates;  // in import order
     for (size_t i = 0; i < from.mods->size(); ++i) {
       if (!from.mods->value(i).ok_facts) continue;
       std::string_view name = from.mods->key(i);
@@ -640,19 +655,54 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
           continue;
         }
       }
-      std::string_view t = name.substr(0, name.find('.'));
+      candidates.push_back(name);
+    }
+    // What a module only this run imported imported in turn (conftest's unittest.mock and
+    // the asyncio it pulls in; the good run's `import requests`'s http, email, six) follows
+    // from that import: one finding for the outermost one, holding them. And what an import
+    // made under a key the other run held another object under (a MagicMock put under
+    // sys.modules['requests'] by a conftest) is part of that key's story.
+    std::unordered_set<std::string_view> candidate_set(candidates.begin(), candidates.end());
+    std::map<std::string_view, std::vector<std::string_view>> under_replaced;
+    for (std::string_view name : candidates) {
+      const ModFacts& m = *from.mod(name);
+      const Process& p = *m.ok_process->p;
+      std::string_view head = name, replaced;
+      for (int64_t at = m.ok_facts->first_ok->parent_pos; at >= 0 && static_cast<size_t>(at) < p.imports.size();
+           at = p.imports[static_cast<size_t>(at)].parent_pos) {
+        std::string_view outer = p.imports[static_cast<size_t>(at)].name.str();
+        auto in = candidate_set.find(outer);
+        if (in != candidate_set.end()) head = *in;
+        if (!other.ok(outer) && key_held_other_object(other, outer)) replaced = outer;
+      }
+      if (!replaced.empty()) {
+        under_replaced[replaced].push_back(name);
+        continue;
+      }
+      std::string_view t = head.substr(0, head.find('.'));
       auto ins = by_top.emplace(t, std::vector<std::string_view>());
       if (ins.second) tops.push_back(t);
       ins.first->second.push_back(name);
+    }
+    for (const auto& kv : under_replaced) {
+      Finding f = new_finding(kind, Severity::Info, std::string(kv.second[0]), role, UINT64_MAX - 1);
+      f.story = std::string(kv.first);
+      f.summary = std::to_string(kv.second.size()) + " module(s) the " + (in_bad ? "bad" : "good") + " run's import of " +
+                  std::string(kv.first) + " imported, not imported in the " + (in_bad ? "good" : "bad") +
+                  " run, where sys.modules['" + std::string(kv.first) + "'] held another object: " + name_list(kv.second, 10);
+      (in_bad ? f.bad : f.good) = name_list(kv.second, 20);
+      (in_bad ? f.good : f.bad) = "not imported";
+      out.add(std::move(f));
     }
     for (std::string_view t : tops) {
       const auto& names = by_top[t];
       Finding f;
       f.kind = kind;
       f.severity = Severity::Warning;
+      // Named after the package the group is for, not a module its import pulled in.
       std::string_view shortest = names[0];
       for (std::string_view n : names)
-        if (n.size() < shortest.size()) shortest = n;
+        if (n.size() < shortest.size() && n.substr(0, n.find('.')) == t) shortest = n;
       f.module = std::string(shortest);
       f.process = role;
       f.order = in_bad ? b.pos_of(names[0]) : UINT64_MAX - 1;
@@ -667,8 +717,11 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
       std::string list;
       for (size_t i = 0; i < names.size() && i < 20; ++i) list += (i ? ", " : "") + std::string(names[i]);
       if (names.size() > 20) list += ", ... (" + std::to_string(names.size() - 20) + " more)";
-      std::string count = names.size() == 1 ? "" : " and " + std::to_string(names.size() - 1) +
-                                                       " more under " + std::string(t);
+      bool all_under = true;
+      for (std::string_view n : names) all_under &= n.substr(0, n.find('.')) == t;
+      std::string count = names.size() == 1 ? ""
+                          : " and " + std::to_string(names.size() - 1) + " more under " + std::string(t) +
+                                (all_under ? "" : " or imported by it");
       std::string first(names[0]);
       if (in_bad) {
         f.summary = "imported only in the bad run: " + first + count;

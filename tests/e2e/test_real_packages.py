@@ -693,3 +693,41 @@ def test_package_shadowed_by_a_local_stand_in_is_one_origin_story(tmp_path):
     assert "the bad run's networkx imported 1 module(s) the good run's did not: networkx.graph" in first["summary"], first
     loud = [f["kind"] + " " + f["module"] for f in findings[1:] if f["severity"] != "info"]
     assert not loud, loud
+
+
+MOCKED_SUITE = '''
+import yaml
+
+def test_load():
+    assert yaml.safe_load("a: 1") == {"a": 1}
+
+def test_requests():
+    import requests
+    assert requests.codes.ok == 200
+'''
+
+
+def test_what_a_mocked_package_and_its_conftest_imported_is_one_story_each(tmp_path):
+    # A conftest.py that only the bad run has puts a MagicMock under sys.modules['requests'].
+    # What the good run's `import requests` imported (http, email, six) belongs to that
+    # key's story; what the conftest imported (unittest.mock, asyncio and 30 more) to the
+    # conftest's module_added: not one module_missing or module_added warning each.
+    needs("requests", "yaml")
+    for side in ("good", "bad"):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "test_m.py").write_text(MOCKED_SUITE)
+    (tmp_path / "bad" / "conftest.py").write_text(
+        "import sys\nfrom unittest import mock\nsys.modules['requests'] = mock.MagicMock()\n")
+    cmd = [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    assert traced(cmd, tmp_path / "t-good", cwd=str(tmp_path / "good")).returncode == 0
+    assert traced(cmd, tmp_path / "t-bad", cwd=str(tmp_path / "bad")).returncode == 1
+    r = viewer("diff", str(tmp_path / "t-good"), str(tmp_path / "t-bad"), "--format", "json")
+    findings = json.loads(r.stdout)["findings"]
+    first = findings[0]
+    assert (first["kind"], first["module"], first["severity"]) == ("sys_modules_replaced", "requests", "error"), first
+    folded = [x for x in first.get("related", []) if x["kind"] == "module_missing"]
+    assert folded and "where sys.modules['requests'] held another object" in folded[0]["summary"], first
+    assert "http" in folded[0]["good"].split(", "), folded
+    loud = [f for f in findings[1:] if f["severity"] != "info"]
+    assert [(f["kind"], f["module"]) for f in loud] == [("module_added", "conftest")], loud
+    assert "asyncio" in loud[0]["bad"].split(", ") and "unittest.mock" in loud[0]["bad"], loud
