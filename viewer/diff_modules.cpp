@@ -133,38 +133,6 @@ std::string normalize_loader(const std::string& l) {
   return out;
 }
 
-// The failed import inside `im` whose error went on out of it, and so on down: where the
-// error was raised. `import pkg` failing with pkg.a's and pkg.b's "cannot import name 'A'
-// from partially initialized module" started in pkg.b. `im` itself when no import inside
-// it failed with its error, or only the packages of its own dotted name did.
-const Import& origin_of_failure(const Process& p, const Import& im) {
-  const Import* at = &im;
-  for (bool deeper = true; deeper;) {
-    deeper = false;
-    const int64_t pos = at - p.imports.data();
-    for (size_t j = static_cast<size_t>(pos) + 1; j < p.imports.size(); ++j) {
-      const Import& c = p.imports[j];
-      if (c.parent_pos != pos || c.ok || c.error_type != at->error_type || c.error_message != at->error_message)
-        continue;
-      // The first step of a dotted import (`org` inside `org.python.core`) is that import's
-      // own failure: the story stays with the name the code asked for, unless the error was
-      // raised further inside that package's own import (`pandas.util.version` failing
-      // because `pandas.util` imported `_strptime`, which raised).
-      if (timing::is_under(at->name, c.name)) {
-        const Import& inner = origin_of_failure(p, c);
-        if (&inner == &c) continue;
-        at = &inner;
-        deeper = true;
-        break;
-      }
-      at = &c;
-      deeper = true;
-      break;
-    }
-  }
-  return *at;
-}
-
 // Imports that failed in bad with an error good never had. A failure its importer handled
 // (an optional dependency's probe) is one severity level below one that propagated: the
 // one that stopped something ranks first.
@@ -199,7 +167,7 @@ void compare_failed(const Group& g, const Group& b, Findings& out) {
       f.order = b.pos_of(name);
       // An import that only carried the error of one inside it is part of that one's
       // story, which ranks first: the import where the error was raised is the cause.
-      const Import& origin = origin_of_failure(*x.first->p, im);
+      const Import& origin = timing::origin_of_failure(*x.first->p, im);
       if (&origin != &im) {
         f.story = origin.name.str();
         f.order = b.pos_of(origin.name) + 1;

@@ -631,6 +631,12 @@ def test_stdlib_module_shadowed_by_a_file_beside_the_script_is_the_story(tmp_pat
     text = viewer("why", str(tmp_path / "t-bad"), "pandas").stdout
     assert "removed from sys.modules by the import system when its import at app.py:1 in <module> failed" in text, text
     assert "<frozen importlib" not in text, text
+    # `show`: the import where the error was raised, with the ones that carried it out.
+    shown = viewer("show", str(tmp_path / "t-bad")).stdout
+    prop = shown.split("failed imports that propagated", 1)[1].split("failed imports handled", 1)[0]
+    assert "    _strptime: AttributeError: module 'calendar' has no attribute 'day_abbr'\n" in prop, prop
+    assert "enclosing imports failed with it: pandas, pandas.compat" in prop, prop
+    assert "    pandas: AttributeError" not in prop, prop
 
 
 def test_codec_looked_up_only_when_a_cache_was_rebuilt_is_no_warning(tmp_path):
