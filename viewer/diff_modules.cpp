@@ -518,9 +518,14 @@ Reach reach_of_cut_short(const Group& g, const Group& b) {
   bool good_failed = false;
   for (const ProcFacts* p : g.procs) good_failed |= exited_with_error(p->p->end);
   bool cut = false;
-  for (const ProcFacts* p : b.procs)
+  for (const ProcFacts* p : b.procs) {
+    // pytest exits with 1 when tests failed after running every one of them: it reached
+    // its end (what a failing test did not import is told per module).
+    const bool tests_failed = p->p->end.how == model::ProcessEnd::How::Exit && p->p->end.status == 1 &&
+                              process_role_class(*p->p) == "pytest main";
     cut |= model::ended_abnormally(p->p->end) || failed_import_that_stopped(*p->p) ||
-           (!good_failed && exited_with_error(p->p->end));
+           (!good_failed && exited_with_error(p->p->end) && !tests_failed);
+  }
   if (!cut) return r;
   r.pos = 0;
   const ModFacts* last = nullptr;
@@ -585,6 +590,7 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
       const ModFacts* o = other.mod(name);
       if (o && (o->ok_facts || !o->failed.empty())) continue;  // import_failed tells that story
       if (module_sat_under(other, name)) continue;            // sys_modules_replaced tells it
+      if (!other.ok(name) && key_held_other_object(other, name)) continue;  // so it does here
       // The other run imported it in a process this run has no counterpart for (serial
       // against `-n 2`: the xdist workers import the tests): not missing from that run.
       bool elsewhere = false;
