@@ -739,3 +739,20 @@ def test_what_a_mocked_package_and_its_conftest_imported_is_one_story_each(tmp_p
     loud = [f for f in findings[1:] if f["severity"] != "info"]
     assert [(f["kind"], f["module"]) for f in loud] == [("module_added", "conftest")], loud
     assert "asyncio" in loud[0]["bad"].split(", ") and "unittest.mock" in loud[0]["bad"], loud
+
+
+def test_identical_main_threads_do_not_make_the_runs_identical(tmp_path):
+    # The first divergence compares main threads: a worker thread that imported yaml in the
+    # bad run only leaves them identical, and the closing line must not say the runs'
+    # import sequences are.
+    needs("yaml")
+    (tmp_path / "w.py").write_text(
+        "import os, threading, importlib\n"
+        "t = threading.Thread(target=importlib.import_module, args=(os.environ['MOD'],))\n"
+        "t.start(); t.join()\n")
+    traced([PY, "w.py"], tmp_path / "good", env={"MOD": "json"}, cwd=str(tmp_path))
+    traced([PY, "w.py"], tmp_path / "bad", env={"MOD": "yaml"}, cwd=str(tmp_path))
+    text = viewer("diff", str(tmp_path / "good"), str(tmp_path / "bad")).stdout
+    assert "main threads: identical; other threads imported differently in 1 paired process" in text, text
+    same = viewer("diff", str(tmp_path / "good"), str(tmp_path / "good")).stdout
+    assert "Import sequences of paired processes' main threads: identical.\n" in same, same
