@@ -5,6 +5,7 @@
 // accesses), and what the tracer itself had to say. What normal Python does (repeat
 // imports, children bound when their outer import finished, probes answered with
 // AttributeError, lookups during failure reporting) is counted apart, never an anomaly.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <iostream>
@@ -395,7 +396,8 @@ void show_counts(const model::Process& p, const ProcessCounts& n, std::ostream& 
 // The failed imports at positions `which` of p.imports, at most `limit` of them.
 template <typename Rel>
 void list_failed_imports(const model::Process& p, const std::vector<size_t>& which, size_t limit,
-                         const Rel& rel, std::ostream& out) {
+                         const Rel& rel, std::ostream& out,
+                         const std::map<size_t, std::vector<size_t>>* carriers = nullptr) {
   Lister l{out, limit};
   for (size_t i : which) {
     if (!l.add()) continue;
@@ -405,6 +407,15 @@ void list_failed_imports(const model::Process& p, const std::vector<size_t>& whi
     out << im.name << ": " << im.error_text() << "\n";
     if (!im.importer.empty()) out << "      imported at " << format_location(rel(im.importer)) << "\n";
     if (!im.test.empty()) out << "      during test " << im.test << "\n";
+    auto c = carriers ? carriers->find(i) : std::map<size_t, std::vector<size_t>>::const_iterator();
+    if (carriers && c != carriers->end()) {
+      const auto& via = c->second;
+      out << "      raised here; " << via.size() << " enclosing import" << (via.size() == 1 ? "" : "s")
+          << " failed with it: ";
+      for (size_t k = 0; k < via.size() && k < 8; ++k) out << (k ? ", " : "") << p.imports[via[k]].name;
+      if (via.size() > 8) out << ", ... (" << via.size() - 8 << " more)";
+      out << "\n";
+    }
   }
   l.finish();
 }
@@ -422,7 +433,18 @@ void show_failed_imports(const model::Process& p, std::ostream& out, const Rel& 
   if (!propagated.empty()) {
     out << "  failed imports that propagated (the enclosing import, the test or the program stopped): "
         << propagated.size() << "\n";
-    list_failed_imports(p, propagated, all ? SIZE_MAX : kMaxListed, rel, out);
+    // One entry per import where an error was raised, with the enclosing imports that only
+    // carried it out (`import pandas` and 17 more failing because `_strptime` raised):
+    // listed outermost first, the line to read would come last.
+    std::vector<size_t> raised;
+    std::map<size_t, std::vector<size_t>> carriers;
+    for (size_t i : propagated) {
+      const size_t at = static_cast<size_t>(&timing::origin_of_failure(p, p.imports[i]) - p.imports.data());
+      if (at != i) carriers[at].push_back(i);
+      if (at == i || (fate[at] != timing::Fate::Propagated && carriers[at].size() == 1)) raised.push_back(at);
+    }
+    std::sort(raised.begin(), raised.end());
+    list_failed_imports(p, raised, all ? SIZE_MAX : kMaxListed, rel, out, &carriers);
   }
   if (handled.empty()) return;
   out << "  failed imports handled by their importer: " << handled.size();

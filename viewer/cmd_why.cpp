@@ -74,6 +74,13 @@ void add_entries(const Process& p, const model::KeyHistory& h, const std::vector
     if (ke.removal) {
       e.removed_at = first_frame(ke.removal->stack, roots);
       e.removal_precise = ke.removal->precision == model::Precision::Exact;
+      const model::ModulesChange& r = *ke.removal;
+      if (r.by_import_system && r.op == model::ChangeOp::Delete && r.during_import) {
+        const int64_t in = p.import_position(r.during_import - 1);
+        e.removed_by_failed_import = in >= 0 && !p.imports[in].ok && p.imports[in].name == r.key;
+        // importlib's own frame says nothing: the line whose import failed does.
+        if (e.removed_by_failed_import) e.removed_at = model::relative_location(p.imports[in].importer, roots);
+      }
     }
     // Not removed, not finalised and not the last: the next entry replaced it.
     if (!ke.removed && !ke.finalized && i + 1 < h.entries.size()) {
@@ -197,6 +204,7 @@ void write_entry_json(JsonWriter& w, const WhyEntry& e) {
   if (e.lifetime) w.field("lifetime", static_cast<uint64_t>(e.lifetime)); else w.null_field("lifetime");
   w.field("finalized", e.finalized);
   write_location_json(w, "removed_at", e.removed_at);
+  w.field("removed_by_failed_import", e.removed_by_failed_import);
   w.field_or_null("loader", e.loader);
   w.field("time_ns", e.time_ns);
   w.field_or_null("test", e.test);
@@ -361,6 +369,9 @@ void write_departure_text(const WhyEntry& e, std::ostream& out) {
     out << "     replaced by " << describe_object(e.replaced_by);
     if (!e.replaced_at.empty()) out << " at " << format_location(e.replaced_at);
     out << "\n";
+  } else if (e.removed && e.removed_by_failed_import) {
+    out << "     removed from sys.modules by the import system when its import"
+        << (e.removed_at.empty() ? "" : " at " + format_location(e.removed_at)) << " failed (below)\n";
   } else if (e.removed) {
     out << "     removed from sys.modules";
     if (!e.removal_precise) out << ", seen at the next import,";

@@ -169,6 +169,8 @@ struct WhyEntry {  // one object that sat under sys.modules[M]
   model::Location replaced_at;        // where the replacement happened (relativized)
   bool removed = false;               // a DELETE/CLEAR ended its time under M
   model::Location removed_at;
+  // importlib took it out because its own import failed (the half-made module).
+  bool removed_by_failed_import = false;
   uint64_t time_ns = 0;               // when it got there
   std::string test;
   std::string loader;

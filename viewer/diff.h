@@ -226,6 +226,9 @@ std::string role_of(const model::Process& p);
 std::string process_role_class(const model::Process& p);
 
 // Renderers.
+// No pair's main thread diverged: that, and whether other threads made another number of
+// imports (the divergence compares main threads only; worker threads race).
+std::string sequences_alike_text(const Result& r);
 void write_text(const Result& r, std::ostream& out, bool color);
 void write_json(const Result& r, std::ostream& out, bool pretty = false);
 // Markdown for an issue tracker: summary table, details in <details> blocks; the whole

@@ -244,6 +244,18 @@ void build_module_facts(ProcFacts& f) {
 
 }
 
+namespace {
+
+// The import system took the entry out because the import of that very key failed.
+bool removed_by_its_failed_import(const Process& p, const KeyEntry& e) {
+  const model::ModulesChange* r = e.removal;
+  if (!r || !r->by_import_system || r->op != model::ChangeOp::Delete || !r->during_import) return false;
+  int64_t in = p.import_position(r->during_import - 1);
+  return in >= 0 && !p.imports[in].ok && p.imports[in].name == r->key;
+}
+
+}  // namespace
+
 // Where each binding's bound_on stood in its parent key's history.
 void build_binding_facts(ProcFacts& f) {
   const Process& p = *f.p;
@@ -271,6 +283,13 @@ void build_binding_facts(ProcFacts& f) {
       }
       if (at >= 0 && es[at].object->id == b.bound_on.id) {
         if (last && last->object->id == b.bound_on.id) {
+          bf.bound_on_place = kCurrent;
+        } else if (removed_by_its_failed_import(p, es[at]) &&
+                   (static_cast<size_t>(at) + 1 == es.size() || es[at + 1].lifetime != es[at].lifetime)) {
+          // The parent's own import failed and importlib took the half-made module out
+          // again: its children were bound on what was the module then. That failure is
+          // the story (import_failed); nothing was put in its place. (A parent imported
+          // again later lacks the children bound on the first: that stays an anomaly.)
           bf.bound_on_place = kCurrent;
         } else {
           bf.bound_on_place = kLaterReplaced;

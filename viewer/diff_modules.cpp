@@ -1,7 +1,9 @@
 // Module findings: imports that failed (import_failed), modules only one run imported
 // (module_added, module_missing), and how modules both imported were found, loaded and
 // timed (origin_changed, loader_changed, import_slower).
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -60,6 +62,42 @@ std::string rooted_text(const RootedPath& r) {
   return r.root.empty() ? r.rel : r.rel + " under " + r.root;
 }
 
+// What kind of place a module file is in: the interpreter's standard library, an installed
+// package (site-packages, dist-packages), or any other directory (a script's directory, a
+// checkout, the working directory). The same path under two entries of one kind is one file
+// moved (another venv, another prefix); across kinds it is another file: a `calendar.py`
+// beside a script shadows the standard library's, a checkout's `yaml/` the installed one.
+enum class PlaceKind { Stdlib, Installed, Other };
+PlaceKind place_kind(const std::string& file) {
+  if (stdlib_file(file)) return PlaceKind::Stdlib;
+  if (file.find("/site-packages/") != std::string::npos || file.find("/dist-packages/") != std::string::npos)
+    return PlaceKind::Installed;
+  return PlaceKind::Other;
+}
+
+// The same file in both runs by the rules above (origins already cleaned).
+bool same_file(const RootedPath& b, const RootedPath& g, const std::string& bad_file, const std::string& good_file) {
+  return !b.root.empty() && !g.root.empty() && b.rel == g.rel && place_kind(bad_file) == place_kind(good_file);
+}
+
+// The module names an error message puts in quotes as a module: "module 'calendar' has no
+// attribute 'day_abbr'", "cannot import name 'X' from 'pkg' (/path)", "partially initialized
+// module 'pkg.a'".
+std::vector<std::string> modules_named_in_error(const std::string& message) {
+  std::vector<std::string> out;
+  for (const char* lead : {"module '", "from '"}) {
+    const std::string l = lead;
+    for (size_t at = message.find(l); at != std::string::npos; at = message.find(l, at + 1)) {
+      size_t start = at + l.size(), end = message.find('\'', start);
+      if (end == std::string::npos || end == start) continue;
+      std::string name = message.substr(start, end - start);
+      if (name.find_first_of(" /") == std::string::npos && std::find(out.begin(), out.end(), name) == out.end())
+        out.push_back(name);
+    }
+  }
+  return out;
+}
+
 
 // The file of the module a failed import put under its key before its code raised
 // (importlib takes it out again: the removal names it), "" when it made none
@@ -93,30 +131,6 @@ std::string normalize_loader(const std::string& l) {
     out += l[i];
   }
   return out;
-}
-
-// The failed import inside `im` whose error went on out of it, and so on down: where the
-// error was raised. `import pkg` failing with pkg.a's and pkg.b's "cannot import name 'A'
-// from partially initialized module" started in pkg.b. `im` itself when no import inside
-// it failed with its error, or only the packages of its own dotted name did.
-const Import& origin_of_failure(const Process& p, const Import& im) {
-  const Import* at = &im;
-  for (bool deeper = true; deeper;) {
-    deeper = false;
-    const int64_t pos = at - p.imports.data();
-    for (size_t j = static_cast<size_t>(pos) + 1; j < p.imports.size(); ++j) {
-      const Import& c = p.imports[j];
-      if (c.parent_pos != pos || c.ok || c.error_type != at->error_type || c.error_message != at->error_message)
-        continue;
-      // The first step of a dotted import (`org` inside `org.python.core`) is that import's
-      // own failure: the story stays with the name the code asked for.
-      if (timing::is_under(at->name, c.name)) continue;
-      at = &c;
-      deeper = true;
-      break;
-    }
-  }
-  return *at;
 }
 
 // Imports that failed in bad with an error good never had. A failure its importer handled
@@ -153,7 +167,7 @@ void compare_failed(const Group& g, const Group& b, Findings& out) {
       f.order = b.pos_of(name);
       // An import that only carried the error of one inside it is part of that one's
       // story, which ranks first: the import where the error was raised is the cause.
-      const Import& origin = origin_of_failure(*x.first->p, im);
+      const Import& origin = timing::origin_of_failure(*x.first->p, im);
       if (&origin != &im) {
         f.story = origin.name.str();
         f.order = b.pos_of(origin.name) + 1;
@@ -190,7 +204,7 @@ void compare_failed(const Group& g, const Group& b, Findings& out) {
         if (!gim.origin.empty() && clean_absolute(made_from) != clean_absolute(gim.origin)) {
           RootedPath br = outer_rooted(clean_absolute(made_from), x.first->p->sys_path_roots());
           RootedPath gr = outer_rooted(clean_absolute(gim.origin), good_ok->ok_process->p->sys_path_roots());
-          if (br.root.empty() || gr.root.empty() || br.rel != gr.rel) {
+          if (!same_file(br, gr, clean_absolute(made_from), clean_absolute(gim.origin))) {
             f.summary += "; the failing " + f.module + " came from " + rooted_text(br) + ", not from " +
                          rooted_text(gr) + " as in the good run";
             f.bad += " (from " + rooted_text(br) + ")";
@@ -250,6 +264,20 @@ bool module_sat_under(const Group& run, std::string_view name) {
   k->each([&](const Group::KeyRep& r) {
     for (const auto& e : r.history->entries)
       found |= e.object && e.object->present && (e.object->is_plain_module() || e.object->is_module_subclass());
+  });
+  return found;
+}
+
+// Some object sat under `name` in `run` that was not a module (a MagicMock, a proxy that is
+// no ModuleType): the key's history tells that story.
+bool key_held_other_object(const Group& run, std::string_view name) {
+  Group::KeyUnion scratch;
+  const Group::KeyUnion* k = run.find_key(name, scratch);
+  if (!k) return false;
+  bool found = false;
+  k->each([&](const Group::KeyRep& r) {
+    for (const auto& e : r.history->entries)
+      found |= e.object && e.object->present && !e.via_import && !e.object->is_module();
   });
   return found;
 }
@@ -368,6 +396,17 @@ bool stdlib_import(const Import& im) {
 
 namespace {
 
+// An `encodings.X` module imported by the standard library's codec search function: the
+// registry looking up an encoding some code named at run time.
+bool codec_lookup(const Import& im) {
+  const std::string& name = im.name.str();
+  const std::string& file = im.importer.file.str();
+  static const std::string kRegistry = "/encodings/__init__.py";
+  return name.compare(0, 10, "encodings.") == 0 && name.find('.', 10) == std::string::npos &&
+         file.size() > kRegistry.size() && file.compare(file.size() - kRegistry.size(), kRegistry.size(), kRegistry) == 0 &&
+         stdlib_file(file) && im.importer.function == "search_function";
+}
+
 // "a, b, c, ... (N more)"
 std::string name_list(const std::vector<std::string_view>& names, size_t limit) {
   std::string list;
@@ -400,6 +439,52 @@ Finding version_part(Kind kind, const std::vector<std::string>& names, const std
   return f;
 }
 
+namespace {
+
+// Whether a module both runs imported came from another file, by the rules of
+// compare_common; `br`, `gr` get where each path sits (only when the absolute files differ).
+bool origin_moved(const Import& bim, const Import& gim, PathNorm& bn, PathNorm& gn, const std::vector<std::string>& broots,
+                  const std::vector<std::string>& groots, RootedPath& br, RootedPath& gr) {
+  if ((bn.view(bim.origin) == gn.view(gim.origin) && place_kind(bim.origin) == place_kind(gim.origin)) ||
+      clean_absolute(bim.origin) == clean_absolute(gim.origin))
+    return false;
+  br = outer_rooted(clean_absolute(bim.origin), broots);
+  gr = outer_rooted(clean_absolute(gim.origin), groots);
+  return !same_file(br, gr, clean_absolute(bim.origin), clean_absolute(gim.origin));
+}
+
+// The modules both runs imported from other files (the standard library of two Python
+// versions aside): what each imported in its own run is that file's doing.
+std::unordered_set<std::string_view> moved_modules(const Group& g, const Group& b) {
+  std::unordered_set<std::string_view> out;
+  const bool versions_differ = python_versions_differ(g, b);
+  for (size_t i = 0; i < b.mods->size(); ++i) {
+    const ModFacts& bi = b.mods->value(i);
+    const ModFacts* gi = g.mod(b.mods->key(i));
+    if (!bi.ok_facts || !gi || !gi->ok_facts) continue;
+    const Import& bim = *bi.ok_facts->first_ok;
+    const Import& gim = *gi->ok_facts->first_ok;
+    if (versions_differ && stdlib_file(bim.origin.str()) && stdlib_file(gim.origin.str())) continue;
+    RootedPath br, gr;
+    if (origin_moved(bim, gim, *bi.ok_process->norm, *gi->ok_process->norm, bi.ok_process->p->sys_path_roots(),
+                     gi->ok_process->p->sys_path_roots(), br, gr))
+      out.insert(b.mods->key(i));
+  }
+  return out;
+}
+
+// The innermost import enclosing `im` (itself excluded) of a module in `moved`, or "".
+std::string_view moved_ancestor(const Process& p, const Import& im, const std::unordered_set<std::string_view>& moved) {
+  for (int64_t at = im.parent_pos; at >= 0 && static_cast<size_t>(at) < p.imports.size();
+       at = p.imports[static_cast<size_t>(at)].parent_pos) {
+    auto it = moved.find(p.imports[static_cast<size_t>(at)].name.str());
+    if (it != moved.end()) return *it;
+  }
+  return {};
+}
+
+}  // namespace
+
 // The program stopped at a failed import: it exited with an error status after an import
 // whose failure nothing caught (import_time.h: nothing on its thread imported anything
 // afterwards). What the good run imported after that point was never reached.
@@ -421,8 +506,12 @@ bool exited_with_error(const model::ProcessEnd& e) {
 }
 
 bool stopped_short(const Process& p, bool counterpart_failed) {
+  // pytest exits with 1 when tests failed after running every one of them: it reached its
+  // end (what a failing test did not import is told per module).
+  const bool tests_failed = p.end.how == model::ProcessEnd::How::Exit && p.end.status == 1 &&
+                            process_role_class(p) == "pytest main";
   return model::ended_abnormally(p.end) || failed_import_that_stopped(p) ||
-         (!counterpart_failed && exited_with_error(p.end));
+         (!counterpart_failed && exited_with_error(p.end) && !tests_failed);
 }
 
 bool reached_point(const Process& p, const ModFacts& m) {
@@ -480,6 +569,15 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
   // Under two Python versions, what one's standard library imported for itself.
   const bool versions_differ = python_versions_differ(g, b);
   std::vector<std::string_view> by_version[2];  // [in_bad]
+  // Codecs the standard library's codec registry imported when the program named an
+  // encoding (bytes.decode("utf-16-be"), open(..., encoding=...)): what data came by
+  // (matplotlib reading font names only when it rebuilds its font cache), not the code.
+  std::vector<std::string_view> codecs[2];  // [in_bad]
+  // Modules only one run imported from inside the import of a module whose file differs
+  // between the runs (the real networkx imports gzip and pickle, a local stand-in does
+  // not): that file's doing, told with its origin_changed, by the innermost such module.
+  const std::unordered_set<std::string_view> moved = moved_modules(g, b);
+  std::map<std::string_view, std::vector<std::string_view>> under_moved[2];  // [in_bad]
   auto package_of_other_name = [&](std::string_view name, bool in_bad) {
     for (const auto& kv : renamed[!in_bad])
       if (kv.second.size() > name.size() && timing::is_under(kv.second, std::string(name))) return true;
@@ -488,12 +586,14 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
   auto aggregate = [&](const Group& from, const Group& other, Kind kind, bool in_bad) {
     std::unordered_map<std::string_view, std::vector<std::string_view>> by_top;
     std::vector<std::string_view> tops;
+    std::vector<std::string_view> candidates;  // in import order
     for (size_t i = 0; i < from.mods->size(); ++i) {
       if (!from.mods->value(i).ok_facts) continue;
       std::string_view name = from.mods->key(i);
       const ModFacts* o = other.mod(name);
       if (o && (o->ok_facts || !o->failed.empty())) continue;  // import_failed tells that story
       if (module_sat_under(other, name)) continue;            // sys_modules_replaced tells it
+      if (!other.ok(name) && key_held_other_object(other, name)) continue;  // so it does here
       // The other run imported it in a process this run has no counterpart for (serial
       // against `-n 2`: the xdist workers import the tests): not missing from that run.
       bool elsewhere = false;
@@ -521,19 +621,65 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
         reporting[in_bad].push_back(name);
         continue;
       }
-      std::string_view t = name.substr(0, name.find('.'));
+      if (codec_lookup(*m.ok_facts->first_ok)) {
+        codecs[in_bad].push_back(name);
+        continue;
+      }
+      if (!moved.empty()) {
+        std::string_view by = moved_ancestor(*m.ok_process->p, *m.ok_facts->first_ok, moved);
+        if (!by.empty()) {
+          under_moved[in_bad][by].push_back(name);
+          continue;
+        }
+      }
+      candidates.push_back(name);
+    }
+    // What a module only this run imported imported in turn (conftest's unittest.mock and
+    // the asyncio it pulls in; the good run's `import requests`'s http, email, six) follows
+    // from that import: one finding for the outermost one, holding them. And what an import
+    // made under a key the other run held another object under (a MagicMock put under
+    // sys.modules['requests'] by a conftest) is part of that key's story.
+    std::unordered_set<std::string_view> candidate_set(candidates.begin(), candidates.end());
+    std::map<std::string_view, std::vector<std::string_view>> under_replaced;
+    for (std::string_view name : candidates) {
+      const ModFacts& m = *from.mod(name);
+      const Process& p = *m.ok_process->p;
+      std::string_view head = name, replaced;
+      for (int64_t at = m.ok_facts->first_ok->parent_pos; at >= 0 && static_cast<size_t>(at) < p.imports.size();
+           at = p.imports[static_cast<size_t>(at)].parent_pos) {
+        std::string_view outer = p.imports[static_cast<size_t>(at)].name.str();
+        auto in = candidate_set.find(outer);
+        if (in != candidate_set.end()) head = *in;
+        if (!other.ok(outer) && key_held_other_object(other, outer)) replaced = outer;
+      }
+      if (!replaced.empty()) {
+        under_replaced[replaced].push_back(name);
+        continue;
+      }
+      std::string_view t = head.substr(0, head.find('.'));
       auto ins = by_top.emplace(t, std::vector<std::string_view>());
       if (ins.second) tops.push_back(t);
       ins.first->second.push_back(name);
+    }
+    for (const auto& kv : under_replaced) {
+      Finding f = new_finding(kind, Severity::Info, std::string(kv.second[0]), role, UINT64_MAX - 1);
+      f.story = std::string(kv.first);
+      f.summary = std::to_string(kv.second.size()) + " module(s) the " + (in_bad ? "bad" : "good") + " run's import of " +
+                  std::string(kv.first) + " imported, not imported in the " + (in_bad ? "good" : "bad") +
+                  " run, where sys.modules['" + std::string(kv.first) + "'] held another object: " + name_list(kv.second, 10);
+      (in_bad ? f.bad : f.good) = name_list(kv.second, 20);
+      (in_bad ? f.good : f.bad) = "not imported";
+      out.add(std::move(f));
     }
     for (std::string_view t : tops) {
       const auto& names = by_top[t];
       Finding f;
       f.kind = kind;
       f.severity = Severity::Warning;
+      // Named after the package the group is for, not a module its import pulled in.
       std::string_view shortest = names[0];
       for (std::string_view n : names)
-        if (n.size() < shortest.size()) shortest = n;
+        if (n.size() < shortest.size() && n.substr(0, n.find('.')) == t) shortest = n;
       f.module = std::string(shortest);
       f.process = role;
       f.order = in_bad ? b.pos_of(names[0]) : UINT64_MAX - 1;
@@ -548,8 +694,11 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
       std::string list;
       for (size_t i = 0; i < names.size() && i < 20; ++i) list += (i ? ", " : "") + std::string(names[i]);
       if (names.size() > 20) list += ", ... (" + std::to_string(names.size() - 20) + " more)";
-      std::string count = names.size() == 1 ? "" : " and " + std::to_string(names.size() - 1) +
-                                                       " more under " + std::string(t);
+      bool all_under = true;
+      for (std::string_view n : names) all_under &= n.substr(0, n.find('.')) == t;
+      std::string count = names.size() == 1 ? ""
+                          : " and " + std::to_string(names.size() - 1) + " more under " + std::string(t) +
+                                (all_under ? "" : " or imported by it");
       std::string first(names[0]);
       if (in_bad) {
         f.summary = "imported only in the bad run: " + first + count;
@@ -569,6 +718,32 @@ void compare_present(const Group& g, const Group& b, Findings& out) {
   fold_reporting_imports(reporting[1], reporting[0], role, out);
   version_finding(Kind::ModuleMissing, by_version[0], "imported only by the good run's standard library", g, b, out);
   version_finding(Kind::ModuleAdded, by_version[1], "imported only by the bad run's standard library", g, b, out);
+  // One info entry per side and moved module, in that module's story; compare_common folds
+  // it into the origin_changed finding.
+  for (int in_bad = 1; in_bad >= 0; --in_bad)
+    for (const auto& kv : under_moved[in_bad]) {
+      Finding f = new_finding(in_bad ? Kind::ModuleAdded : Kind::ModuleMissing, Severity::Info,
+                              std::string(kv.second[0]), role, UINT64_MAX - 1);
+      f.story = std::string(kv.first);
+      f.summary = std::string("the ") + (in_bad ? "bad" : "good") + " run's " + std::string(kv.first) + " imported " +
+                  std::to_string(kv.second.size()) + " module(s) the " + (in_bad ? "good" : "bad") +
+                  " run's did not: " + name_list(kv.second, 10);
+      (in_bad ? f.bad : f.good) = name_list(kv.second, 20);
+      (in_bad ? f.good : f.bad) = "not imported";
+      out.add(std::move(f));
+    }
+  for (int in_bad = 1; in_bad >= 0; --in_bad) {
+    if (codecs[in_bad].empty()) continue;
+    Finding f = new_finding(in_bad ? Kind::ModuleAdded : Kind::ModuleMissing, Severity::Info,
+                            std::string(codecs[in_bad][0]), role, UINT64_MAX - 1);
+    const std::string list = name_list(codecs[in_bad], 20);
+    f.summary = std::to_string(codecs[in_bad].size()) + " codec module(s) imported only in the " +
+                (in_bad ? "bad" : "good") + " run by the codec registry (encodings.search_function), when the " +
+                "program decoded or encoded text in that encoding: the data differed, not the imports: " + list;
+    (in_bad ? f.bad : f.good) = list;
+    (in_bad ? f.good : f.bad) = "not imported";
+    out.add(std::move(f));
+  }
   for (int in_bad = 1; in_bad >= 0; --in_bad) {
     if (layout[in_bad].empty()) continue;
     Finding f = new_finding(in_bad ? Kind::ModuleAdded : Kind::ModuleMissing, Severity::Info,
@@ -605,6 +780,43 @@ Finding changed_finding(Kind kind, std::string_view name, const char* how, const
 
 }  // namespace
 
+namespace {
+
+// compare_present's entries for what the module's file imported in one run only: their
+// text goes into the origin_changed finding, which is the story.
+void fold_what_the_file_imported(Finding& origin, Findings& out) {
+  auto& fs = out.out;
+  for (size_t i = 0; i < fs.size();) {
+    Finding& f = fs[i];
+    if ((f.kind == Kind::ModuleMissing || f.kind == Kind::ModuleAdded) && f.process == origin.process &&
+        f.story == origin.module) {
+      origin.summary += "; " + f.summary;
+      (f.kind == Kind::ModuleAdded ? origin.bad : origin.good) += "; imported " + (f.kind == Kind::ModuleAdded ? f.bad : f.good);
+      fs.erase(fs.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
+  }
+}
+
+// An import failed in the bad run with an error that names `origin`'s module (the error
+// was raised where `calendar.day_abbr` was read from a `calendar.py` that shadows the
+// standard library's): the changed file is that failure's story, told in the failure's
+// own line where the error was raised.
+void link_to_failures_naming(Finding& origin, Findings& out) {
+  for (Finding& f : out.out) {
+    if (f.kind != Kind::ImportFailed || f.process != origin.process || f.story != f.module) continue;
+    const std::vector<std::string> named = modules_named_in_error(f.bad);
+    if (std::find(named.begin(), named.end(), origin.module) == named.end()) continue;
+    if (origin.story.empty()) origin.story = f.story;
+    if (origin.story != f.story) continue;
+    f.summary += "; '" + origin.module + "' came from " + origin.bad + ", not from " + origin.good + " as in the good run";
+    origin.brief.clear();  // the failure's line says it already
+  }
+}
+
+}  // namespace
+
 // Origin, loader and timing of modules both runs imported.
 // An origin changed only when the files differ by every measure: not the same absolute file
 // (after folding "//", "." and ".."), not the same path under the innermost sys.path entry
@@ -631,13 +843,7 @@ void compare_common(const Group& g, const Group& b, Findings& out) {
     PathNorm& bn = *bi->ok_process->norm;
     PathNorm& gn = *gi->ok_process->norm;
     RootedPath br, gr;
-    bool origin_differs = bn.view(bim.origin) != gn.view(gim.origin) &&
-                          clean_absolute(bim.origin) != clean_absolute(gim.origin);
-    if (origin_differs) {
-      br = outer_rooted(clean_absolute(bim.origin), roots(bi->ok_process->p));
-      gr = outer_rooted(clean_absolute(gim.origin), roots(gi->ok_process->p));
-      origin_differs = br.root.empty() || gr.root.empty() || br.rel != gr.rel;
-    }
+    bool origin_differs = origin_moved(bim, gim, bn, gn, roots(bi->ok_process->p), roots(gi->ok_process->p), br, gr);
     // Under two Python versions a module of each one's own standard library comes from
     // that interpreter's files, and some are frozen in one and not the other.
     const bool stdlib_both = versions_differ && stdlib_file(bim.origin.str()) && stdlib_file(gim.origin.str());
@@ -651,6 +857,13 @@ void compare_common(const Group& g, const Group& b, Findings& out) {
                                   bim.origin.empty() ? std::string() : rooted_text(br), bim, b, role);
       Location l = bn.loc(bim.importer);
       if (!l.empty()) f.where.push_back(l);
+      const bool shadows_stdlib = !bim.origin.empty() && !gim.origin.empty() &&
+                                  place_kind(clean_absolute(gim.origin)) == PlaceKind::Stdlib &&
+                                  place_kind(clean_absolute(bim.origin)) != PlaceKind::Stdlib;
+      if (shadows_stdlib) f.summary += ": a file shadowing the standard library's";
+      f.brief = f.module + " from " + rooted_text(br) + (shadows_stdlib ? ", shadowing the standard library's" : "");
+      link_to_failures_naming(f, out);
+      fold_what_the_file_imported(f, out);
       out.add(std::move(f));
     }
     if (bim.loader != gim.loader) {

@@ -242,9 +242,23 @@ void write_text(const Result& r, std::ostream& out, bool color) {
       out << "    " << pad(gl, width) << "  " << bl << "\n";
     }
   }
-  if (!any && !r.pairs.empty()) out << "Import sequences of paired processes: identical.\n";
+  if (!any && !r.pairs.empty()) out << sequences_alike_text(r) << "\n";
   out << (r.exit_status() ? "Result: differences at warning or above.\n"
                           : "Result: no finding at warning or above.\n");
+}
+
+std::string sequences_alike_text(const Result& r) {
+  size_t other = 0;
+  for (const auto& p : r.pairs)
+    if (p.good >= 0 && p.bad >= 0 && static_cast<size_t>(p.good) < r.good.processes.size() &&
+        static_cast<size_t>(p.bad) < r.bad.processes.size() &&
+        r.good.processes[p.good].imports != r.bad.processes[p.bad].imports)
+      ++other;
+  std::string s = "Import sequences of paired processes' main threads: identical";
+  if (other)
+    s += "; other threads imported differently in " + std::to_string(other) + " paired process" +
+         (other == 1 ? "" : "es") + " (another number of imports)";
+  return s + ".";
 }
 
 void write_json(const Result& r, std::ostream& out, bool pretty) {

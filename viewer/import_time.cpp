@@ -190,5 +190,37 @@ bool parse_sort_key(const std::string& s, SortKey& out) {
   return true;
 }
 
+// The failed import inside `im` whose error went on out of it, and so on down: where the
+// error was raised. `import pkg` failing with pkg.a's and pkg.b's "cannot import name 'A'
+// from partially initialized module" started in pkg.b. `im` itself when no import inside
+// it failed with its error, or only the packages of its own dotted name did.
+const model::Import& origin_of_failure(const model::Process& p, const model::Import& im) {
+  const model::Import* at = &im;
+  for (bool deeper = true; deeper;) {
+    deeper = false;
+    const int64_t pos = at - p.imports.data();
+    for (size_t j = static_cast<size_t>(pos) + 1; j < p.imports.size(); ++j) {
+      const model::Import& c = p.imports[j];
+      if (c.parent_pos != pos || c.ok || c.error_type != at->error_type || c.error_message != at->error_message)
+        continue;
+      // The first step of a dotted import (`org` inside `org.python.core`) is that import's
+      // own failure: the story stays with the name the code asked for, unless the error was
+      // raised further inside that package's own import (`pandas.util.version` failing
+      // because `pandas.util` imported `_strptime`, which raised).
+      if (is_under(at->name, c.name)) {
+        const model::Import& inner = origin_of_failure(p, c);
+        if (&inner == &c) continue;
+        at = &inner;
+        deeper = true;
+        break;
+      }
+      at = &c;
+      deeper = true;
+      break;
+    }
+  }
+  return *at;
+}
+
 }  // namespace timing
 }  // namespace imptrace

@@ -61,5 +61,9 @@ bool parse_sort_key(const std::string& s, SortKey& out);
 // "torchvision").
 bool is_under(const std::string& name, const std::string& prefix);
 
+// The failed import inside `im` whose error went on out of it, and so on down: where the
+// error was raised (`im` itself when it was raised there).
+const model::Import& origin_of_failure(const model::Process& p, const model::Import& im);
+
 }  // namespace timing
 }  // namespace imptrace

@@ -138,7 +138,7 @@ void write_html(const Result& r, const std::vector<model::Process>& good,
     for (const auto& x : p.divergence.bad_context) s += x + "\n";
     out << "<h3>" << escape(p.role) << "</h3><pre>" << escape(s) << "</pre>\n";
   }
-  if (!any) out << "<p>The import sequences of paired processes are identical.</p>\n";
+  if (!any) out << "<p>" << escape(sequences_alike_text(r)) << "</p>\n";
 
   // The legend names only what is drawn: the pink outline when some import is marked.
   size_t marked = 0;

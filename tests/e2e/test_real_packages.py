@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from e2e_util import run, viewer, why
+from e2e_util import export, run, viewer, why
 
 PY = "/usr/bin/python3"
 
@@ -614,3 +614,170 @@ def test_forwarded_to_the_module_that_holds_the_result(version, tmp_path):
     # Before 3.10 an AttributeError does not say whose lookup failed, and the proxy holds
     # several modules by then: no target rather than a guess. From 3.10 it says none.
     assert got["NoSuch"] == ("AttributeError: NoSuch", None), got
+
+
+def test_stdlib_module_shadowed_by_a_file_beside_the_script_is_the_story(tmp_path):
+    # A `calendar.py` of the user's own beside the script: it imports fine, and pandas dies
+    # later in `_strptime` reading `calendar.day_abbr`. The same name under another sys.path
+    # entry is another file when one is the standard library's; the failure where the error
+    # was raised (through the dotted `pandas.util.version`, whose package `pandas.util`
+    # failed inside) is one story with every import it stopped and the shadowing file;
+    # children bound on packages importlib took out after their own import failed are no
+    # binding error.
+    needs("pandas")
+    for side in ("good", "bad"):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "app.py").write_text("import pandas\nprint(pandas.Timestamp('2020-01-01').month_name())\n")
+    (tmp_path / "bad" / "calendar.py").write_text("def holidays():\n    return []\n")
+    g = traced([PY, "good/app.py"], tmp_path / "t-good", cwd=str(tmp_path))
+    assert g.returncode == 0, g.stderr
+    b = traced([PY, "bad/app.py"], tmp_path / "t-bad", cwd=str(tmp_path))
+    assert "has no attribute 'day_abbr'" in b.stderr, b.stderr
+    r = viewer("diff", str(tmp_path / "t-good"), str(tmp_path / "t-bad"), "--format", "json")
+    assert r.returncode == 1, r.stderr
+    findings = json.loads(r.stdout)["findings"]
+    first = findings[0]
+    assert (first["kind"], first["module"], first["severity"]) == ("import_failed", "_strptime", "error"), first
+    assert ("'calendar' came from calendar.py under %s, not from calendar.py under /usr/lib/python3" %
+            (tmp_path / "bad")) in first["summary"], first
+    related = first.get("related", [])
+    shadow = [x for x in related if x["kind"] == "origin_changed" and x["module"] == "calendar"]
+    assert shadow and "shadowing the standard library's" in shadow[0]["summary"], related
+    assert {"pandas", "pandas.util.version", "pandas.util"} <= {x["module"] for x in related}, related
+    loud = [f["kind"] + " " + f["module"] for f in findings[1:] if f["severity"] != "info"]
+    assert not loud, loud
+    bindings = [x for f in findings for x in [f] + f.get("related", []) if x["kind"].startswith("binding_")]
+    assert not bindings, bindings
+    # `why pandas`: importlib took the half-made package out because its import failed,
+    # told at the line that imported it, not at importlib's own frame.
+    entry = why([str(tmp_path / "t-bad")], "pandas")["entries"][0]
+    assert entry["removed_by_failed_import"] and entry["removed_at"]["file"] == "app.py", entry
+    assert entry["removed_at"]["line"] == 1, entry
+    text = viewer("why", str(tmp_path / "t-bad"), "pandas").stdout
+    assert "removed from sys.modules by the import system when its import at app.py:1 in <module> failed" in text, text
+    assert "<frozen importlib" not in text, text
+    # `show`: the import where the error was raised, with the ones that carried it out.
+    shown = viewer("show", str(tmp_path / "t-bad")).stdout
+    prop = shown.split("failed imports that propagated", 1)[1].split("failed imports handled", 1)[0]
+    assert "    _strptime: AttributeError: module 'calendar' has no attribute 'day_abbr'\n" in prop, prop
+    assert "enclosing imports failed with it: pandas, pandas.compat" in prop, prop
+    assert "    pandas: AttributeError" not in prop, prop
+
+
+def test_codec_looked_up_only_when_a_cache_was_rebuilt_is_no_warning(tmp_path):
+    # matplotlib reads font names (UTF-16-BE in TrueType name tables) only when it builds its
+    # font cache: a cold cache makes the codec registry import encodings.utf_16_be. Which
+    # encodings a program decoded is its data, not its imports: info, exit 0.
+    needs("matplotlib")
+    env = {"MPLCONFIGDIR": str(tmp_path / "mpl"), "MPLBACKEND": "Agg"}
+    cmd = [PY, "-c", "import matplotlib.pyplot"]
+    traced(cmd, tmp_path / "cold", env=env, cwd=str(tmp_path))
+    traced(cmd, tmp_path / "warm", env=env, cwd=str(tmp_path))
+    cold = export(str(tmp_path / "cold"))["processes"][0]["imports"]
+    warm = export(str(tmp_path / "warm"))["processes"][0]["imports"]
+    codecs = {i["name"] for i in cold if i["name"].startswith("encodings.")} - \
+        {i["name"] for i in warm if i["name"].startswith("encodings.")}
+    if not codecs:
+        pytest.skip("no font of this system needed another codec to build matplotlib's cache")
+    for good, bad in (("warm", "cold"), ("cold", "warm")):
+        r = viewer("diff", str(tmp_path / good), str(tmp_path / bad), "--format", "json")
+        findings = json.loads(r.stdout)["findings"]
+        assert r.returncode == 0, findings
+        told = [f for f in findings if f["module"] in codecs]
+        assert told and all(f["severity"] == "info" and "codec registry" in f["summary"] for f in told), told
+
+
+NX_SUITE = '''
+import pytest
+
+@pytest.mark.parametrize("n", range(4))
+def test_graph(n):
+    import networkx as nx
+    assert nx.path_graph(n + 2).number_of_edges() == n + 1
+'''
+
+
+def test_package_shadowed_by_a_local_stand_in_is_one_origin_story(tmp_path):
+    # A local `networkx/` stand-in first on PYTHONPATH, in two xdist workers: what the real
+    # networkx imports (gzip, pickle, 270 networkx modules) and the stand-in does not is
+    # that file's doing, told with the origin_changed that ranks first, not a
+    # module_missing warning each above it.
+    needs("networkx", "xdist")
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "test_nx.py").write_text(NX_SUITE)
+    shim = tmp_path / "shim" / "networkx"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text("from .graph import *  # noqa\n")
+    (shim / "graph.py").write_text("def path_graph(n):\n    raise NotImplementedError\n")
+    cmd = [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "xdist", "-n", "2", str(suite)]
+    g = traced(cmd, tmp_path / "good", cwd=str(tmp_path))
+    assert g.returncode == 0, g.stdout
+    b = traced(cmd, tmp_path / "bad", env={"PYTHONPATH": str(tmp_path / "shim")}, cwd=str(tmp_path))
+    assert b.returncode == 1, b.stdout
+    r = viewer("diff", str(tmp_path / "good"), str(tmp_path / "bad"), "--format", "json")
+    assert r.returncode == 1, r.stderr
+    findings = json.loads(r.stdout)["findings"]
+    first = findings[0]
+    assert (first["kind"], first["module"]) == ("origin_changed", "networkx"), first
+    assert "the good run's networkx imported" in first["summary"] and "gzip" in first["good"], first
+    assert "the bad run's networkx imported 1 module(s) the good run's did not: networkx.graph" in first["summary"], first
+    loud = [f["kind"] + " " + f["module"] for f in findings[1:] if f["severity"] != "info"]
+    assert not loud, loud
+
+
+MOCKED_SUITE = '''
+import yaml
+
+def test_load():
+    assert yaml.safe_load("a: 1") == {"a": 1}
+
+def test_requests():
+    import requests
+    assert requests.codes.ok == 200
+'''
+
+
+def test_what_a_mocked_package_and_its_conftest_imported_is_one_story_each(tmp_path):
+    # A conftest.py that only the bad run has puts a MagicMock under sys.modules['requests'].
+    # What the good run's `import requests` imported (http, email, six) belongs to that
+    # key's story; what the conftest imported (unittest.mock, asyncio and 30 more) to the
+    # conftest's module_added: not one module_missing or module_added warning each.
+    needs("requests", "yaml")
+    for side in ("good", "bad"):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "test_m.py").write_text(MOCKED_SUITE)
+    (tmp_path / "bad" / "conftest.py").write_text(
+        "import sys\nfrom unittest import mock\nsys.modules['requests'] = mock.MagicMock()\n")
+    cmd = [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    assert traced(cmd, tmp_path / "t-good", cwd=str(tmp_path / "good")).returncode == 0
+    assert traced(cmd, tmp_path / "t-bad", cwd=str(tmp_path / "bad")).returncode == 1
+    r = viewer("diff", str(tmp_path / "t-good"), str(tmp_path / "t-bad"), "--format", "json")
+    findings = json.loads(r.stdout)["findings"]
+    first = findings[0]
+    assert (first["kind"], first["module"], first["severity"]) == ("sys_modules_replaced", "requests", "error"), first
+    folded = [x for x in first.get("related", []) if x["kind"] == "module_missing"]
+    assert folded and "where sys.modules['requests'] held another object" in folded[0]["summary"], first
+    assert "http" in folded[0]["good"].split(", ") and "urllib3" in folded[0]["good"].split(", "), folded
+    # pytest exiting 1 because a test failed ran every test: nothing is "not reached".
+    assert not [f for f in findings if "not reached" in f["summary"]], findings
+    loud = [f for f in findings[1:] if f["severity"] != "info"]
+    assert [(f["kind"], f["module"]) for f in loud] == [("module_added", "conftest")], loud
+    assert "asyncio" in loud[0]["bad"].split(", ") and "unittest.mock" in loud[0]["bad"], loud
+
+
+def test_identical_main_threads_do_not_make_the_runs_identical(tmp_path):
+    # The first divergence compares main threads: a worker thread that imported yaml in the
+    # bad run only leaves them identical, and the closing line must not say the runs'
+    # import sequences are.
+    needs("yaml")
+    (tmp_path / "w.py").write_text(
+        "import os, threading, importlib\n"
+        "t = threading.Thread(target=importlib.import_module, args=(os.environ['MOD'],))\n"
+        "t.start(); t.join()\n")
+    traced([PY, "w.py"], tmp_path / "good", env={"MOD": "json"}, cwd=str(tmp_path))
+    traced([PY, "w.py"], tmp_path / "bad", env={"MOD": "yaml"}, cwd=str(tmp_path))
+    text = viewer("diff", str(tmp_path / "good"), str(tmp_path / "bad")).stdout
+    assert "main threads: identical; other threads imported differently in 1 paired process" in text, text
+    same = viewer("diff", str(tmp_path / "good"), str(tmp_path / "good")).stdout
+    assert "Import sequences of paired processes' main threads: identical.\n" in same, same

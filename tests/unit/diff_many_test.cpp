@@ -315,8 +315,9 @@ TEST(DiffManyFraming, TerminatedWithNoCounterpartIsInfoACrashIsAnError) {
     const Finding* f = ended(r);
     ASSERT_NE(f, nullptr) << dump(r);
     EXPECT_EQ(f->severity, crash ? Severity::Error : Severity::Info) << f->summary;
-    if (!crash)
+    if (!crash) {
       EXPECT_NE(f->summary.find("with no process of its kind in the "), std::string::npos) << f->summary;
+    }
   }
 }
 
