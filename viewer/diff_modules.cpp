@@ -253,33 +253,32 @@ void fold_reporting_imports(const std::vector<std::string_view>& bad_only,
   out.add(std::move(f));
 }
 
-// A module sat under `name` in `run` though no import of it ran find-and-load there
-// (importlib.util.LazyLoader, lazy_loader.load, a module made and assigned by hand): it was
-// not missing there, and the comparison of the key's history tells how it got there.
-bool module_sat_under(const Group& run, std::string_view name) {
+// Whether some entry of the history of key `name` in `run` holds an object `held` accepts.
+template <typename Held>
+bool key_history_holds(const Group& run, std::string_view name, Held held) {
   Group::KeyUnion scratch;
   const Group::KeyUnion* k = run.find_key(name, scratch);
   if (!k) return false;
   bool found = false;
   k->each([&](const Group::KeyRep& r) {
-    for (const auto& e : r.history->entries)
-      found |= e.object && e.object->present && (e.object->is_plain_module() || e.object->is_module_subclass());
+    for (const auto& e : r.history->entries) found |= e.object && e.object->present && held(e);
   });
   return found;
+}
+
+// A module sat under `name` in `run` though no import of it ran find-and-load there
+// (importlib.util.LazyLoader, lazy_loader.load, a module made and assigned by hand): it was
+// not missing there, and the comparison of the key's history tells how it got there.
+bool module_sat_under(const Group& run, std::string_view name) {
+  return key_history_holds(run, name, [](const auto& e) {
+    return e.object->is_plain_module() || e.object->is_module_subclass();
+  });
 }
 
 // Some object sat under `name` in `run` that was not a module (a MagicMock, a proxy that is
 // no ModuleType): the key's history tells that story.
 bool key_held_other_object(const Group& run, std::string_view name) {
-  Group::KeyUnion scratch;
-  const Group::KeyUnion* k = run.find_key(name, scratch);
-  if (!k) return false;
-  bool found = false;
-  k->each([&](const Group::KeyRep& r) {
-    for (const auto& e : r.history->entries)
-      found |= e.object && e.object->present && !e.via_import && !e.object->is_module();
-  });
-  return found;
+  return key_history_holds(run, name, [](const auto& e) { return !e.via_import && !e.object->is_module(); });
 }
 
 std::string_view last_part(std::string_view name) {
