@@ -199,6 +199,43 @@ const NativePc* native_pc(void* pc) {
   return &e;
 }
 
+// The interpreter's bytecode evaluation function, [begin, end): the frames outside it are
+// the Python code's own C stack, which the Python stack recorded beside them already tells,
+// and the viewer reads a native stack only up to that frame (the native caller is the
+// first frame outside the interpreter with no bytecode evaluation between it and the
+// import). So a capture stops there: a short unwind first, as most imports are made a few
+// frames from it (the import statement's IMPORT_NAME), the whole depth only when it is not
+// among them (a native caller deep in a C extension, an embedding host). Its extent is the
+// dynamic symbol's size (exported on 3.8-3.13, static and shared builds); a compiler-split
+// cold part lies outside it, and a capture made from there is simply kept whole.
+struct CodeRange {
+  uintptr_t begin, end;  // end 0: unknown, every capture whole
+};
+CodeRange g_evaluation;
+bool g_evaluation_looked_up;
+constexpr int kNativeShortDepth = 10;
+
+void look_up_evaluation() {
+  g_evaluation_looked_up = true;
+  void* f = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
+  Dl_info info;
+  void* extra = nullptr;
+  if (!f || !dladdr1(f, &info, &extra, RTLD_DL_SYMENT) || !extra) return;
+  auto* sym = static_cast<const ElfW(Sym)*>(extra);
+  if (!sym->st_size) return;
+  g_evaluation = CodeRange{reinterpret_cast<uintptr_t>(f), reinterpret_cast<uintptr_t>(f) + sym->st_size};
+}
+
+// The frames up to and including the first in the evaluation function; 0 when none is.
+int through_evaluation(void* const* frames, int n) {
+  for (int i = 0; i < n; ++i) {
+    // A return address points after the call; -1 keeps it inside the calling function.
+    const uintptr_t pc = reinterpret_cast<uintptr_t>(frames[i]) - 1;
+    if (pc - g_evaluation.begin < g_evaluation.end - g_evaluation.begin) return i + 1;
+  }
+  return 0;
+}
+
 using BacktraceFn = int (*)(void**, int);
 // glibc's backtrace() reached through a call of our own: its address in the table would
 // be a symbol relocation, resolved at load in every process the library is preloaded into;
@@ -218,7 +255,18 @@ void prepare_native_stacks() {
   g_unwinder(warm, 4);
 }
 
-int capture_native_stack(void** frames) { return g_unwinder(frames, kNativeDepth); }
+int capture_native_stack(void** frames) {
+  // Looked up at the first import, not in prepare_native_stacks: an embedding host may load
+  // the interpreter after this library's constructor ran.
+  if (!g_evaluation_looked_up) look_up_evaluation();
+  if (!g_evaluation.end) return g_unwinder(frames, kNativeDepth);
+  int n = g_unwinder(frames, kNativeShortDepth);
+  if (int cut = through_evaluation(frames, n)) return cut;
+  if (n < kNativeShortDepth) return n;  // the whole stack, no evaluation in it
+  n = g_unwinder(frames, kNativeDepth);
+  if (int cut = through_evaluation(frames, n)) return cut;
+  return n;
+}
 
 size_t resolve_native_stack(void* const* frames, int n, int depth, uint8_t* out) {
   if (!native_tables() || n <= 0 || n > kNativeDepth) return 0;

@@ -11,7 +11,9 @@ constexpr int kNativeDepth = 48;
 // Loads the unwinder now, not inside the first import (bootstrap, when native stacks are on).
 void prepare_native_stacks();
 
-// The return addresses of the current C stack, at most kNativeDepth.
+// The return addresses of the current C stack, innermost first, up to and including the
+// first frame of the interpreter's bytecode evaluation; the whole stack, at most
+// kNativeDepth, when none is in it.
 int capture_native_stack(void** frames);
 
 // The frames as the Import record's native_stack entries, this library's own left out, in

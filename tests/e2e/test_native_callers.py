@@ -136,6 +136,38 @@ def test_each_native_caller_named(py, tmp_path):
         assert any(l.startswith("    %s <- " % name) and function in l for l in show.splitlines()), (name, show)
 
 
+def evaluation_frame(frame):
+    return frame["symbol"] == "_PyEval_EvalFrameDefault"
+
+
+@pytest.mark.parametrize("py", PYS)
+def test_stack_ends_at_the_bytecode_evaluation(py, tmp_path):
+    """A native stack runs from the import to the first frame of the interpreter's bytecode
+    evaluation, whether that frame is among the tracer's first, short unwind (an import
+    statement's) or deeper (twenty C frames of recursion in the extension); the frames past
+    it are the Python code's own C stack."""
+    d = tmp_path / "mods"
+    d.mkdir()
+    for name in ("ni_from_init", "ni_from_deep"):
+        (d / (name + ".py")).write_text("VALUE = %r\n" % name)
+    shutil.copy(built_extension(py), str(d / os.path.basename(built_extension(py))))
+    prog = tmp_path / "prog.py"
+    prog.write_text("import sys\nsys.path.insert(0, %r)\nimport nativeimp\nnativeimp.from_deep()\nimport json\n" % str(d))
+    out = tmp_path / "trace"
+    r = run([py, str(prog)], traced=True, outdir=str(out), env={"IMPTRACE_NATIVE_STACKS": "1"})
+    assert r.returncode == 0, r.stderr
+    by_name = callers(traces(str(out))[0])
+    for name in ("json", "nativeimp", "ni_from_deep"):
+        stack = by_name[name]["native_stack"]
+        assert evaluation_frame(stack[-1]), (name, stack)
+        assert not any(evaluation_frame(f) for f in stack[:-1]), (name, stack)
+    # An import statement's: a few frames (the tracer's own left out).
+    assert len(by_name["json"]["native_stack"]) <= 8, by_name["json"]["native_stack"]
+    deep = by_name["ni_from_deep"]
+    assert len(deep["native_stack"]) > 21, deep["native_stack"]
+    assert deep["native_caller"]["function"] == "import_from_deep_frames", deep["native_caller"]
+
+
 def test_other_build_not_named_and_symbol_path(tmp_path):
     """A file with another build-id at the recorded path is not used; a copy of the traced
     file under an IMPTRACE_SYMBOL_PATH root is."""
