@@ -348,6 +348,7 @@ enum class Write {
   SeenAtOwnEnd,          // seen only at py's end boundary (3.11's specialised store)
   SeenAtNextStart,       // seen only at the start of compat's next import (another line)
   SeenAtSameLineStart,   // seen after py ended, but compat's next import stands at py's line
+  SeenAtUnrecordedStart, // seen at the start of an import whose record is not in the trace
 };
 
 model::Process apipkg_run(const std::string& key, Write w) {
@@ -403,12 +404,16 @@ model::Process apipkg_run(const std::string& key, Write w) {
     case Write::SeenAtOwnEnd:
     case Write::SeenAtNextStart:
     case Write::SeenAtSameLineStart:
+    case Write::SeenAtUnrecordedStart:
       c.precision = fields::ModulesChange::AT_BOUNDARY;
       c.time_ns = r.t(50) + 1;
       c.during_import = 1;
-      c.stack = {w == Write::SeenAtNextStart ? Loc{compat_py, 23, "<module>"} : import_py};
-      add_import(3, "shutil", 52, 2, 1, Obj::module(r.id(760), "shutil", "/usr/lib/python3.11/shutil.py"),
-                 w == Write::SeenAtSameLineStart ? import_py : Loc{compat_py, 23, "<module>"});
+      c.stack = {w == Write::SeenAtNextStart || w == Write::SeenAtUnrecordedStart ? Loc{compat_py, 23, "<module>"}
+                                                                                  : import_py};
+      // (A process killed inside that import leaves no record of it.)
+      if (w != Write::SeenAtUnrecordedStart)
+          add_import(3, "shutil", 52, 2, 1, Obj::module(r.id(760), "shutil", "/usr/lib/python3.11/shutil.py"),
+                   w == Write::SeenAtSameLineStart ? import_py : Loc{compat_py, 23, "<module>"});
       break;
   }
   r.b().add_modules_change(c);
@@ -477,6 +482,9 @@ TEST(ShowAnomalies, AnInsertionSeenAtABoundaryIsDatedOnlyWhenTheBoundaryIsKnown)
   EXPECT_EQ(anomalies_of(p, "proxy_in_sys_modules"), 1u) << shown(p);
   // py's end and the next import's start stand at the same line: either could have seen it.
   p = apipkg_run("py.path", Write::SeenAtSameLineStart);
+  EXPECT_EQ(anomalies_of(p, "proxy_in_sys_modules"), 1u) << shown(p);
+  // The stack stands at another line than py's importer: not py's end, whatever follows.
+  p = apipkg_run("py.path", Write::SeenAtUnrecordedStart);
   EXPECT_EQ(anomalies_of(p, "proxy_in_sys_modules"), 1u) << shown(p);
 }
 
