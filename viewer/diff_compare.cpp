@@ -61,7 +61,7 @@ const model::Import* set_up_by_own_import(const model::Process& p, const KeyHist
   const model::KeyEntry& last = h.entries[h.entries.size() - 1];
   // Before it: nothing, or the module the key's import created.
   if (h.entries.size() == 2 && (!first.via_import || first.before_trace)) return nullptr;
-  if (last.via_import || !last.change || last.removed) return nullptr;
+  if (last.via_import || !last.change) return nullptr;
   return model::own_namespace_import(p, *last.change);
 }
 
