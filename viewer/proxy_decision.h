@@ -42,8 +42,9 @@ bool caught_attribute_error(const Process& p, const ProxyAccess& a);
 // replacing itself (`sys.modules[__name__] = Wrapper(...)` in pygments.lexers,
 // torch.backends.cudnn; apipkg.initpkg called from py/__init__.py putting ApiModule proxies
 // under 'py', 'py.path', 'py.error', ...). That is an import I in flight on the writing
-// thread when the write happened (exactly: not a write seen only at the next import) such
-// that the key lies in I's namespace (it is I's name or starts with I's name + ".") and
+// thread when the write happened (recorded exactly, or an insertion seen only at the next
+// import boundary whose boundary tells which import was innermost: proxy_decision.cpp)
+// such that the key lies in I's namespace (it is I's name or starts with I's name + ".") and
 // so does the innermost import running then. The innermost import is the code that wrote
 // (its module body, or code it called); I is that import or one enclosing it. Requiring
 // the innermost import inside I's namespace, not only some import in flight, keeps another
