@@ -4,7 +4,8 @@
 // proxies under sys.modules keys, children not bound where expected, failed proxy
 // accesses), and what the tracer itself had to say. What normal Python does (repeat
 // imports, children bound when their outer import finished, probes answered with
-// AttributeError, lookups during failure reporting) is counted apart, never an anomaly.
+// AttributeError, lookups during failure reporting, lazy modules a package put under its
+// own names while it was imported) is counted apart, never an anomaly.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -99,34 +100,42 @@ bool main_module_swap(const model::ModulesChange& c) {
          ends_with("multiprocessing/spawn.py");
 }
 
-// A module that put another object under its own name while it was itself imported, by a
-// line of its own file: `sys.modules[__name__] = Wrapper(...)` (pygments.lexers,
-// torch.backends.cudnn, torch._VF). The module's design: that object is the module from
-// then on, and children bound on it are bound on their parent.
-bool self_replacement(const model::Process& p, const model::ModulesChange& c) {
-  if (c.by_import_system || c.op != model::ChangeOp::Set || !c.during_import || !c.new_object.present ||
-      c.stack.empty() || c.precision != model::Precision::Exact)
-    return false;
-  int64_t in = p.import_position(c.during_import - 1);
-  if (in < 0) return false;
-  const model::Import& im = p.imports[static_cast<size_t>(in)];
-  // The import returns the new object, whose spec may be missing (torch._VF's VFModule):
-  // then the file is the replaced module's.
-  const model::Str& file = !im.origin.empty() ? im.origin : c.old_object.file;
-  return im.name.str() == c.key.str() && !file.empty() && c.stack[0].file.str() == file.str();
+// What packages put under their own names while they were imported
+// (model::own_namespace_import): a module replacing itself (`sys.modules[__name__] =
+// Wrapper(...)` in pygments.lexers, torch.backends.cudnn, torch._VF) or a lazy-module
+// system (apipkg.initpkg, called from py/__init__.py, putting ApiModule proxies under 'py',
+// 'py.path', 'py.error', ...). The package's design: that object is the module from then
+// on, and children bound on it are bound on their parent.
+struct OwnPlacements {
+  struct Placed {
+    const model::ModulesChange* change;
+    const model::Import* by;  // the import whose namespace the key is in
+  };
+  // The replacements and proxies among them (what would otherwise be anomalies), the first
+  // write of each (key, object), in record order.
+  std::vector<Placed> listed;
+  std::set<std::pair<std::string, uint64_t>> all;  // (key, object) of every such write
+  bool has(const std::string& key, uint64_t object) const { return all.count({key, object}) > 0; }
+};
+
+OwnPlacements own_placements(const model::Process& p) {
+  OwnPlacements o;
+  for (const auto& c : p.modules_changes) {
+    const model::Import* by = model::own_namespace_import(p, c);
+    if (!by || !o.all.insert({c.key.str(), c.new_object.id}).second) continue;
+    if ((c.old_object.present && c.old_object.id != c.new_object.id) || c.new_object.is_proxy())
+      o.listed.push_back({&c, by});
+  }
+  return o;
 }
 
-// The bindings on an object a module replaced itself with, which is their parent.
-std::vector<bool> bound_on_self_replacement(const model::Process& p) {
-  std::set<std::pair<std::string, uint64_t>> replaced;  // (key, object put there)
-  for (const auto& c : p.modules_changes)
-    if (self_replacement(p, c)) replaced.insert({c.key.str(), c.new_object.id});
+// The bindings on an object a package put under its own name, which is their parent.
+std::vector<bool> bound_on_own_placement(const model::Process& p, const OwnPlacements& own) {
   std::vector<bool> out(p.bindings.size(), false);
-  if (replaced.empty()) return out;
+  if (own.all.empty()) return out;
   for (size_t i = 0; i < p.bindings.size(); ++i) {
     const auto& b = p.bindings[i];
-    out[i] = b.status == model::BindingStatus::OnProxy && b.bound_on.present &&
-             replaced.count({b.parent.str(), b.bound_on.id});
+    out[i] = b.status == model::BindingStatus::OnProxy && b.bound_on.present && own.has(b.parent.str(), b.bound_on.id);
   }
   return out;
 }
@@ -154,11 +163,12 @@ std::vector<Anomaly> find_anomalies(const model::Process& p) {
     return in >= 0 && p.imports[in].name.str() == c.key.str() && other != imported_as.end() &&
            other->second != c.key.str();
   };
+  const OwnPlacements own = own_placements(p);
   for (size_t i = 0; i < p.modules_changes.size(); ++i) {
     const auto& c = p.modules_changes[i];
     if (c.by_import_system || c.op != model::ChangeOp::Set || !c.old_object.present ||
         !c.new_object.present || c.old_object.id == c.new_object.id || own_alias(c) ||
-        main_module_swap(c) || self_replacement(p, c))
+        main_module_swap(c) || own.has(c.key.str(), c.new_object.id))
       continue;
     // The old object under the key again later (mock.patch.dict(sys.modules) and
     // monkeypatch.setitem restore what they replaced): where it was put back.
@@ -183,14 +193,14 @@ std::vector<Anomaly> find_anomalies(const model::Process& p) {
   auto proxy_under = [&](const std::string& key, const model::ObjectRef& o) {
     if (!o.present || !o.is_proxy()) return;
     key_of_proxy.emplace(o.id, key);
-    if (!seen_proxy_keys.insert({key, o.id}).second) return;
+    if (own.has(key, o.id) || !seen_proxy_keys.insert({key, o.id}).second) return;
     out.push_back({"proxy_in_sys_modules", key, "proxy under sys.modules['" + key + "']: " + describe_object(o),
                    model::Location(), ""});
   };
   for (const auto& c : p.modules_changes) proxy_under(c.key, c.new_object);
   for (const auto& im : p.imports) proxy_under(im.name, im.object);
   const std::vector<bool> later = bound_later(p);
-  const std::vector<bool> on_self = bound_on_self_replacement(p);
+  const std::vector<bool> on_self = bound_on_own_placement(p, own);
   for (size_t i = 0; i < p.bindings.size(); ++i) {
     const auto& b = p.bindings[i];
     if (b.status == model::BindingStatus::Bound || later[i] || on_self[i] || model::shadowed_by_own_attribute(b))
@@ -331,12 +341,13 @@ struct ProcessCounts {
   size_t failed_access = 0;      // failed proxy accesses worth a look...
   size_t expected_failures = 0;  // ...and those normal Python makes
   size_t main_swaps = 0;         // runpy's and multiprocessing's '__main__' swaps
-  size_t self_replaced = 0;      // modules that replaced themselves under their own name...
-  size_t bound_on_self = 0;      // ...and children bound on what they replaced themselves with
+  size_t own_placed = 0;         // replacements and proxies packages put under their own names...
+  std::map<std::string, size_t> own_by_package;  // ...per top-level package
+  size_t bound_on_self = 0;      // ...and children bound on those objects
   uint64_t access_repeats = 0;   // counted by the tracer, not recorded (never failures)
 };
 
-ProcessCounts count_process(const model::Process& p, const std::vector<bool>& repeat) {
+ProcessCounts count_process(const model::Process& p, const std::vector<bool>& repeat, const OwnPlacements& own) {
   ProcessCounts n;
   for (const auto& im : p.imports) n.failed += !im.ok;
   for (bool r : repeat) n.repeats += r;
@@ -347,7 +358,7 @@ ProcessCounts count_process(const model::Process& p, const std::vector<bool>& re
     if (im.object.present && im.object.is_proxy()) proxies.insert(im.object.id);
   n.proxies = proxies.size();
   const std::vector<bool> later = bound_later(p);
-  const std::vector<bool> on_self = bound_on_self_replacement(p);
+  const std::vector<bool> on_self = bound_on_own_placement(p, own);
   for (size_t i = 0; i < p.bindings.size(); ++i) {
     if (p.bindings[i].status == model::BindingStatus::Bound) continue;
     if (later[i]) ++n.not_bound_yet;
@@ -355,9 +366,11 @@ ProcessCounts count_process(const model::Process& p, const std::vector<bool>& re
     else if (model::shadowed_by_own_attribute(p.bindings[i])) ++n.shadowed;
     else ++n.not_bound;
   }
-  for (const auto& c : p.modules_changes) {
-    n.main_swaps += !c.by_import_system && main_module_swap(c);
-    n.self_replaced += self_replacement(p, c);
+  for (const auto& c : p.modules_changes) n.main_swaps += !c.by_import_system && main_module_swap(c);
+  n.own_placed = own.listed.size();
+  for (const auto& o : own.listed) {
+    const std::string& name = o.by->name.str();
+    ++n.own_by_package[name.substr(0, name.find('.'))];
   }
   for (const auto& a : p.proxy_accesses) {
     n.access_repeats += a.repeats;
@@ -379,7 +392,7 @@ void show_counts(const model::Process& p, const ProcessCounts& n, std::ostream& 
       << "  proxy accesses: " << p.proxy_accesses.size() << " (" << n.failed_access << " failed)";
   if (n.access_repeats) out << " + " << n.access_repeats << " repeats counted";
   out << "\n";
-  if (n.not_bound_yet || n.shadowed || n.expected_failures || n.main_swaps || n.self_replaced || n.bound_on_self) {
+  if (n.not_bound_yet || n.shadowed || n.expected_failures || n.main_swaps || n.own_placed || n.bound_on_self) {
     out << "  normal Python, not anomalies:";
     if (n.not_bound_yet) out << "  children bound when their outer import finished: " << n.not_bound_yet;
     if (n.shadowed) out << "  submodule names the package bound to its own attribute: " << n.shadowed;
@@ -387,8 +400,18 @@ void show_counts(const model::Process& p, const ProcessCounts& n, std::ostream& 
       out << "  expected failed lookups (dunder probes, caught AttributeErrors, failure reporting): "
           << n.expected_failures;
     if (n.main_swaps) out << "  main module swapped in by runpy or multiprocessing: " << n.main_swaps;
-    if (n.self_replaced) out << "  modules that replaced themselves under their own name: " << n.self_replaced;
-    if (n.bound_on_self) out << "  children bound on what their parent replaced itself with: " << n.bound_on_self;
+    if (n.own_placed) {
+      // Most first, so the package behind most of them is named even when the list is cut.
+      std::vector<std::pair<size_t, std::string>> by(n.own_by_package.size());
+      std::transform(n.own_by_package.begin(), n.own_by_package.end(), by.begin(),
+                     [](const auto& kv) { return std::make_pair(kv.second, kv.first); });
+      std::stable_sort(by.begin(), by.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+      out << "  module wrappers and lazy proxies packages put under their own names while imported: "
+          << n.own_placed << " (";
+      for (size_t k = 0; k < by.size() && k < 5; ++k) out << (k ? ", " : "") << by[k].second << ": " << by[k].first;
+      out << (by.size() > 5 ? ", ..." : "") << "; show --all lists them)";
+    }
+    if (n.bound_on_self) out << "  children bound on what their package put under its own name: " << n.bound_on_self;
     out << "\n";
   }
 }
@@ -477,6 +500,21 @@ void show_anomalies(const model::Process& p, std::ostream& out) {
   }
 }
 
+// show --all: each replacement and proxy a package put under its own name while it was
+// imported (counted on the "normal Python" line), with the import and the line that did it.
+template <typename Rel>
+void show_own_placements(const OwnPlacements& own, std::ostream& out, const Rel& rel) {
+  if (own.listed.empty()) return;
+  out << "  put under their own names by their package's import (normal Python, not anomalies):\n";
+  for (const auto& o : own.listed) {
+    const model::ModulesChange& c = *o.change;
+    out << "    sys.modules['" << c.key << "']: ";
+    if (c.old_object.present) out << describe_object(c.old_object) << " -> ";
+    out << describe_object(c.new_object) << ", during the import of " << o.by->name << "\n";
+    if (!c.stack.empty()) out << "      at " << format_location(rel(c.stack[0])) << "\n";
+  }
+}
+
 // IMPTRACE_NATIVE_STACKS=1: the imports an extension's C or C++ code made, each with the
 // function that made it and the Python line that called into that code.
 template <typename Rel>
@@ -523,12 +561,14 @@ void show_process(const model::Process& p, std::ostream& out, bool all_failures)
       << "\n";
 
   const std::vector<bool> repeat = repeat_imports(p);
-  const ProcessCounts counts = count_process(p, repeat);
+  const OwnPlacements own = own_placements(p);
+  const ProcessCounts counts = count_process(p, repeat, own);
   show_lifetimes(p, out);
   show_counts(p, counts, out);
   if (counts.failed) show_failed_imports(p, out, rel, all_failures);
   show_lazy_imports(p, out, rel, all_failures);
   show_anomalies(p, out);
+  if (all_failures) show_own_placements(own, out, rel);
   show_native_imports(p, out, rel, all_failures);
   show_notes_and_warnings(p, out);
 }

@@ -157,10 +157,13 @@ void compare_child_bindings(const Group& g, const Group& b, Findings& out) {
     Finding f = binding_finding(kv.second, good_of.at(Group::child_key(bd.parent, bd.attribute)), role);
     // Children bound on a parent that replaced itself (or on the module before it did), in
     // a key the good run never had: the parent's design, in a module only bad imported.
-    const KeyHistory* parent = kv.second.front().first->history->find(bd.parent);
-    if (parent && !g.find_key(bd.parent.str(), scratch) && replaced_itself(*parent, bd.parent.str())) {
+    const ProcFacts& pf = *kv.second.front().first;
+    const KeyHistory* parent = pf.history->find(bd.parent);
+    const model::Import* by =
+        parent && !g.find_key(bd.parent.str(), scratch) ? set_up_by_own_import(*pf.p, *parent) : nullptr;
+    if (by) {
       f.severity = Severity::Info;
-      f.summary += " (" + bd.parent + " replaced itself under its own name while it was imported; the good run did not import it)";
+      f.summary += " (" + own_design_text(*by, bd.parent.str()) + "; the good run did not import it)";
     }
     out.add(std::move(f));
   }

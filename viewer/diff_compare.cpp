@@ -55,17 +55,19 @@ std::string place_text(const Location& at, bool precise) {
   return (precise ? " at " : ", seen at the next import, at ") + format_location(at);
 }
 
-bool replaced_itself(const KeyHistory& h, std::string_view key) {
-  if (h.entries.size() != 2) return false;
+const model::Import* set_up_by_own_import(const model::Process& p, const KeyHistory& h) {
+  if (h.entries.empty() || h.entries.size() > 2) return nullptr;
   const model::KeyEntry& first = h.entries[0];
-  const model::KeyEntry& self = h.entries[1];
-  if (!first.via_import || first.before_trace || self.via_import || !self.change || !self.during) return false;
-  const model::ModulesChange& c = *self.change;
-  // The import returns the new object, whose spec may be missing (torch._VF's VFModule):
-  // then the file is the replaced module's.
-  const model::Str& file = !self.during->origin.empty() ? self.during->origin : first.object->file;
-  return c.precision == model::Precision::Exact && !c.stack.empty() && self.during->name == key && !file.empty() &&
-         c.stack[0].file == file;
+  const model::KeyEntry& last = h.entries[h.entries.size() - 1];
+  // Before it: nothing, or the module the key's import created.
+  if (h.entries.size() == 2 && (!first.via_import || first.before_trace)) return nullptr;
+  if (last.via_import || !last.change) return nullptr;
+  return model::own_namespace_import(p, *last.change);
+}
+
+std::string own_design_text(const model::Import& by, std::string_view key) {
+  if (by.name.str() == key) return std::string(key) + " replaced itself under its own name while it was imported";
+  return "the import of " + by.name + " put " + std::string(key) + " there, in its own namespace";
 }
 
 std::string history_text(const std::vector<EntryText>& h) {

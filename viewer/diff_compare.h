@@ -30,11 +30,16 @@ uint64_t first_pos(const ProcFacts& pf, std::string_view name);
 std::string object_kind(const ObjectRef& o);                       // "module", "pkg.Lazy", "nothing"
 std::string describe(const ObjectRef& o, const std::string& origin);  // "module 'a' (a/__init__.py)"
 std::string format_duration(uint64_t ns);                          // "12.3 ms"
-// sys.modules[key] held only its module and then what the module put there itself while it
-// was imported, by a line of its own file (`sys.modules[__name__] = _automodule(...)` in
-// pygments.lexers, torch.backends.cudnn): the module's design. With nothing under the key
-// in the good run, the module is simply one only the bad run imported (module_added).
-bool replaced_itself(const KeyHistory& h, std::string_view key);
+// sys.modules[key] held only what its package's import put there by design
+// (model::own_namespace_import: `sys.modules[__name__] = _automodule(...)` in
+// pygments.lexers, torch.backends.cudnn; apipkg's proxies under 'py', 'py.path' set up from
+// py/__init__.py), after nothing or the module the key's import created: that import, else
+// nullptr. With nothing under the key in the good run, the package is simply one only the
+// bad run imported (module_added).
+const model::Import* set_up_by_own_import(const model::Process& p, const KeyHistory& h);
+// "pygments.lexers replaced itself under its own name while it was imported", "the import
+// of py put py.path there, in its own namespace".
+std::string own_design_text(const model::Import& by, std::string_view key);
 
 std::string history_text(const std::vector<EntryText>& h);         // "1. ...; then 2. ..."
 // A loader's repr without its address ("<...SourceFileLoader object at 0x?>"; diff_modules.cpp).

@@ -153,15 +153,20 @@ void proxy_finding(const std::string& key, const std::vector<EntryText>& bh,
 
 // A module that replaced itself under its own name in a key the good run never had: info,
 // told as what it is (the module is module_added; its design is no root cause).
-void self_replaced_finding(const std::string& key, const std::vector<EntryText>& bh, const ProcFacts& pf,
-                           const std::string& role, Findings& out) {
+void self_replaced_finding(const std::string& key, const std::vector<EntryText>& bh, const model::Import& by,
+                           const ProcFacts& pf, const std::string& role, Findings& out) {
   const EntryText& e = bh.back();
   Finding f = key_finding(e.obj.is_proxy() ? Kind::ProxyInSysModules : Kind::SysModulesReplaced, key, bh, nullptr,
                           pf, role);
   f.severity = Severity::Info;
-  f.summary = "module '" + key + "' replaced itself under its own name while it was imported with " +
-              describe(e.obj, e.origin) + place_text(e.set_by, e.precise) +
-              " (the module's own design; the good run did not import it)";
+  if (by.name.str() == key)
+    f.summary = "module '" + key + "' replaced itself under its own name while it was imported with " +
+                describe(e.obj, e.origin) + place_text(e.set_by, e.precise) +
+                " (the module's own design; the good run did not import it)";
+  else
+    f.summary = "the import of " + by.name + " put " + describe(e.obj, e.origin) + " under sys.modules['" + key +
+                "']" + place_text(e.set_by, e.precise) +
+                ", in its own namespace (the package's own design; the good run did not import it)";
   place_at(f, e);
   out.add(std::move(f));
 }
@@ -315,8 +320,8 @@ void compare_key_histories(const Group& g, const Group& b, Findings& out) {
                                     [](const EntryText& e) { return model::is_import_blocker(e.obj); });
         if (blocker != be.end()) blocked_finding(k, *blocker, be, nullptr, *bad.proc, role, out);
         reload_finding(k, be, nullptr, *bad.proc, role, out);
-        if (replaced_itself(bh, k)) {
-          self_replaced_finding(k, be, *bad.proc, role, out);
+        if (const model::Import* by = set_up_by_own_import(*bad.proc->p, bh)) {
+          self_replaced_finding(k, be, *by, *bad.proc, role, out);
         } else if (bh.has_proxy) {
           proxy_finding(k, be, nullptr, *bad.proc, role, out);
         } else if (blocker == be.end()) {

@@ -257,9 +257,9 @@ void history_facts(const ProcFacts& f, Collector& c) {
     }
     // The module's own design (pygments.lexers): where it separates the runs, importing
     // the module at all does too (module_added).
-    if (replaced_itself(h, name)) {
+    if (const model::Import* by = set_up_by_own_import(p, h)) {
       fi->severity = Severity::Info;
-      fi->summary += " (the module replaced itself under its own name while it was imported)";
+      fi->summary += " (" + own_design_text(*by, name) + ")";
     }
   }
 }
@@ -304,9 +304,10 @@ void binding_facts(const ProcFacts& f, Collector& c) {
       if (!l.empty()) fi->where.push_back(l);
     }
     const KeyHistory* parent = f.history->find(b.parent);
-    if (parent && replaced_itself(*parent, b.parent.str())) {
+    const model::Import* by = parent ? set_up_by_own_import(*f.p, *parent) : nullptr;
+    if (by) {
       fi->severity = Severity::Info;
-      fi->summary += " (" + b.parent + " replaced itself under its own name while it was imported)";
+      fi->summary += " (" + own_design_text(*by, b.parent.str()) + ")";
     }
   }
 }

@@ -31,8 +31,10 @@ std::vector<CommandHelp> build() {
        "What happened in a run, per process: who it was, how many imports, the failed imports\n"
        "that propagated (those their importer handled are counted), sys.modules entries\n"
        "replaced by non-import code, proxies under sys.modules keys, children not bound on\n"
-       "their parents, failed attribute accesses through proxies.",
-       {{"--all", "list every failed import, those their importer handled too, and every import entered from native code, with no cap"}, redact, help},
+       "their parents, failed attribute accesses through proxies. What a package put under its\n"
+       "own names while it was imported (a lazy module, a module replacing itself) is counted\n"
+       "as normal Python, not listed as an anomaly.",
+       {{"--all", "list every failed import, those their importer handled too, every import entered from native code, and every object packages put under their own names while imported, with no cap"}, redact, help},
        "0 success, 2 usage or input error."},
       {"tree", "PATH... [options]", "nested import tree with cumulative and self ms",
        "The nested import tree of each process, with cumulative and self time in ms; a\n"

@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "failure_reporting.h"
+#include "key_history.h"
 
 namespace imptrace {
 namespace model {
@@ -20,6 +21,83 @@ bool is_module(const ObjectRef& o) { return o.present && (o.flags & (kPlainModul
 }  // namespace
 
 bool is_import_blocker(const ObjectRef& o) { return o.present && o.type == "NoneType"; }
+
+bool in_namespace(std::string_view key, std::string_view name) {
+  return !name.empty() && key.size() >= name.size() && key.compare(0, name.size(), name) == 0 &&
+         (key.size() == name.size() || key[name.size()] == '.');
+}
+
+namespace {
+
+bool same_place(const Location& a, const Location& b) {
+  return a.line == b.line && a.file == b.file && a.function == b.function;
+}
+
+// Position in p.imports of the import that was innermost on the writing thread when an
+// insertion seen only at an import boundary (3.8-3.11: a store the tracer's hooks did not
+// see, such as 3.11's specialised STORE_SUBSCR) was made, or -1 when that cannot be told.
+// An insertion changes sys.modules' size, which every boundary compares, so it was made
+// after the boundary before the one that saw it. The tracer looks before an import begins
+// (its begin_ns comes later) and after it ends, with the ended import already off the
+// thread's stack: either way the record's during_import D is what was innermost after that
+// boundary. Seen at the start of an import, D was also innermost before it, back to the
+// previous boundary: the writer was D. Seen at the end of D's child E (the last of D's
+// children that began, ended before the record), the writer was E, whose importer line is
+// where the record's stack stands; when the next import D begins stands there too (`import
+// a, b`), which boundary it was cannot be told.
+int64_t writer_of_boundary_insertion(const Process& p, const ModulesChange& c) {
+  const int64_t d = c.during_import ? p.import_position(c.during_import - 1) : -1;
+  if (c.during_import && d < 0) return -1;
+  const Location* at = outside_importlib(c.stack);
+  if (!at) return d;
+  // The last import that began before the record.
+  auto after = std::partition_point(p.imports.begin(), p.imports.end(),
+                                    [&](const Import& im) { return im.begin_ns <= c.time_ns; });
+  int64_t e = -1;
+  for (int64_t j = (after - p.imports.begin()) - 1; j > d; --j) {
+    if (p.imports[static_cast<size_t>(j)].thread != c.thread) continue;
+    // Up to the child of D it is (or was) under.
+    int64_t x = j;
+    while (x >= 0 && p.imports[static_cast<size_t>(x)].parent_pos != d && p.imports[static_cast<size_t>(x)].parent_pos < x)
+      x = p.imports[static_cast<size_t>(x)].parent_pos;
+    if (x >= 0 && p.imports[static_cast<size_t>(x)].parent_pos == d) e = x;
+    break;
+  }
+  if (e < 0 || p.imports[static_cast<size_t>(e)].end_ns > c.time_ns ||
+      !same_place(p.imports[static_cast<size_t>(e)].importer, *at))
+    return d;
+  // The next import D began on that thread, if it stands at the same line, may be the one.
+  for (auto it = after; it != p.imports.end(); ++it) {
+    if (it->thread != c.thread) continue;
+    if (it->parent_pos == d && same_place(it->importer, *at)) return -1;
+    break;
+  }
+  return e;
+}
+
+}  // namespace
+
+const Import* own_namespace_import(const Process& p, const ModulesChange& c) {
+  if (c.by_import_system || c.op != ChangeOp::Set || !c.new_object.present) return nullptr;
+  int64_t innermost = -1;
+  if (c.precision == Precision::Exact) {
+    if (c.during_import) innermost = p.import_position(c.during_import - 1);
+  } else if (!c.old_object.present) {
+    innermost = writer_of_boundary_insertion(p, c);
+  }
+  if (innermost < 0) return nullptr;
+  const std::string_view running = p.imports[static_cast<size_t>(innermost)].name.str();
+  const std::string_view key = c.key.str();
+  // Outwards through the imports in flight on the thread (each encloses the one before it,
+  // so it began earlier and sits earlier in start order).
+  for (int64_t at = innermost; at >= 0;) {
+    const Import& im = p.imports[static_cast<size_t>(at)];
+    if (in_namespace(key, im.name.str()) && in_namespace(running, im.name.str())) return &im;
+    if (im.parent_pos >= at) break;
+    at = im.parent_pos;
+  }
+  return nullptr;
+}
 
 bool import_system_probe(const Process& p, const ProxyAccess& a) {
   if (a.ok || a.error_type.str() != "AttributeError" || !a.proxy.present || a.proxy.name.empty()) return false;

@@ -12,6 +12,8 @@
 // documented way to block an import) is a blocked import, never a proxy.
 #pragma once
 
+#include <string_view>
+
 #include "model.h"
 
 namespace imptrace {
@@ -35,6 +37,25 @@ bool import_system_probe(const Process& p, const ProxyAccess& a);
 // with that same error; nor, for want of evidence, when a test's failure reporting or
 // nothing at all came next.
 bool caught_attribute_error(const Process& p, const ProxyAccess& a);
+
+// The import whose own design a write to sys.modules was: a lazy-module system or a module
+// replacing itself (`sys.modules[__name__] = Wrapper(...)` in pygments.lexers,
+// torch.backends.cudnn; apipkg.initpkg called from py/__init__.py putting ApiModule proxies
+// under 'py', 'py.path', 'py.error', ...). That is an import I in flight on the writing
+// thread when the write happened (recorded exactly, or an insertion seen only at the next
+// import boundary whose boundary tells which import was innermost: proxy_decision.cpp)
+// such that the key lies in I's namespace (it is I's name or starts with I's name + ".") and
+// so does the innermost import running then. The innermost import is the code that wrote
+// (its module body, or code it called); I is that import or one enclosing it. Requiring
+// the innermost import inside I's namespace, not only some import in flight, keeps another
+// package imported under I (a plugin, torch_npu under torch) from writing into I's names:
+// that stays an anomaly, as does a write to a key outside the package (torch_npu's
+// sys.modules['npugraph_ex']) or one made after the import finished. The innermost such I
+// is returned; nullptr when there is none.
+const Import* own_namespace_import(const Process& p, const ModulesChange& c);
+
+// `key` is `name` or starts with `name` + ".".
+bool in_namespace(std::string_view key, std::string_view name);
 
 // Rewrites the PROXY bit (4) of every ObjectRef in `p` to the viewer's decision above.
 // A candidate whose class the trace does not describe (a trace written with proxy

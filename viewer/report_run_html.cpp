@@ -162,7 +162,7 @@ void write_run_html(const std::vector<model::Process>& procs, const std::string&
   out << "<h2 id=\"anomalies\">Identity anomalies</h2>\n";
   std::vector<std::string> stories;
   if (anomalies.empty()) {
-    out << "<p>None: every sys.modules key held what the import system put there.</p>\n";
+    out << "<p>None: every sys.modules key held what the import system, or the package's own import under its own name, put there.</p>\n";
   } else {
     out << "<table class=\"anomalies\"><tr><th>anomaly</th><th>at</th><th>test</th><th>process</th><th>story</th></tr>\n";
     for (const auto& pa : anomalies) {

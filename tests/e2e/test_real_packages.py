@@ -443,10 +443,16 @@ def test_module_that_replaced_itself_is_no_anomaly_in_show(tmp_path):
     shown = viewer("show", str(tmp_path / "t")).stdout
     assert "sys.modules['pygments.lexers'] replaced" not in shown, shown
     assert "not bound on its parent" not in shown, shown
-    assert "modules that replaced themselves under their own name: 1" in shown, shown
-    assert "children bound on what their parent replaced itself with: 1" in shown, shown
-    # A proxy it still is (a ModuleType subclass overriding __getattr__).
-    assert "proxy under sys.modules['pygments.lexers']" in shown, shown
+    assert "module wrappers and lazy proxies packages put under their own names while imported: 1 (pygments: 1;" \
+        in shown, shown
+    assert "children bound on what their package put under its own name: 1" in shown, shown
+    # A proxy it still is (a ModuleType subclass overriding __getattr__), counted, not listed;
+    # --all lists it with the other normal replacements.
+    assert "proxies: 1 " in shown, shown
+    assert "proxy under sys.modules['pygments.lexers']" not in shown, shown
+    listed = viewer("show", "--all", str(tmp_path / "t")).stdout
+    assert "sys.modules['pygments.lexers']: module 'pygments.lexers' (obj:" in listed, listed
+    assert "during the import of pygments.lexers" in listed, listed
 
 
 def test_module_that_replaced_itself_in_the_bad_run_only_is_no_root_cause(tmp_path):
@@ -486,7 +492,8 @@ def test_module_that_replaced_itself_with_an_object_without_spec_is_no_anomaly(t
     traced([PY, "-c", "import vf_like"], tmp_path / "t", cwd=str(tmp_path))
     shown = viewer("show", str(tmp_path / "t")).stdout
     assert "sys.modules['vf_like'] replaced" not in shown, shown
-    assert "modules that replaced themselves under their own name: 1" in shown, shown
+    assert "module wrappers and lazy proxies packages put under their own names while imported: 1 (vf_like: 1;" \
+        in shown, shown
 
 
 def test_python_upgrade_is_no_collections_abc_replacement(tmp_path):

@@ -332,5 +332,195 @@ TEST(ShowAnomalies, RepeatImportsThatFoundTheModuleAreCountedApart) {
   EXPECT_EQ(out.str().find("repeat imports"), std::string::npos) << out.str();
 }
 
+
+// ---- a package's own lazy modules ---------------------------------------------------------
+// Debian's pytest: `_pytest/compat.py:22` imports py; py/__init__.py calls apipkg.initpkg,
+// which replaces sys.modules['py'] with an ApiModule proxy and puts more under 'py.path',
+// ... while py is being imported: the package's design. What stays an anomaly is the same
+// proxy under a key outside py's namespace, one put after py's import, or one written by
+// another package imported under py.
+
+enum class Write {
+  DuringOwnImport,       // exactly, while py is the innermost import
+  ByOwnSubmodule,        // exactly, while py._error (under py) is the innermost import
+  AfterImport,           // exactly, after py's import finished
+  ByOtherPackage,        // exactly, while 'plugin', imported under py, is the innermost import
+  SeenAtOwnEnd,          // seen only at py's end boundary (3.11's specialised store)
+  SeenAtNextStart,       // seen only at the start of compat's next import (another line)
+  SeenAtSameLineStart,   // seen after py ended, but compat's next import stands at py's line
+  SeenAtUnrecordedStart, // seen at the start of an import whose record is not in the trace
+};
+
+model::Process apipkg_run(const std::string& key, Write w) {
+  RunBuilder r{Variation()};
+  const std::string compat_py = r.site("_pytest/compat.py");
+  const Loc import_py{compat_py, 22, "<module>"};
+  const Loc initpkg{r.site("py/_vendored_packages/apipkg/__init__.py"), 64, "initpkg"};
+  const Obj py_module = Obj::module(r.id(800), "py", r.site("py/__init__.py"));
+  const Obj api = Obj::proxy(r.id(900), "py._vendored_packages.apipkg.ApiModule", "py");
+  const Obj path_proxy = Obj::proxy(r.id(901), "py._vendored_packages.apipkg.ApiModule", key);
+  auto add_import = [&](uint64_t index, const std::string& name, uint64_t begin, uint64_t dur, uint64_t parent,
+                        const Obj& object, const Loc& importer) {
+    auto im = testing::ImportSpec::bound(index, name, r.t(begin), dur, object, importer, parent);
+    im.origin = object.file;
+    r.b().add_import(im);
+  };
+  // compat #0 [10, 110), py #1 [20, 50) under it; py._error #2 or plugin #2 [24, 27) under py.
+  add_import(0, "_pytest.compat", 10, 100, 0, Obj::module(r.id(700), "_pytest.compat", compat_py),
+             Loc{r.site("_pytest/python.py"), 3, "<module>"});
+  add_import(1, "py", 20, 30, 1, api, import_py);
+  if (w == Write::ByOwnSubmodule || w == Write::ByOtherPackage) {
+    const std::string name = w == Write::ByOwnSubmodule ? "py._error" : "plugin";
+    add_import(2, name, 24, 3, 2, Obj::module(r.id(750), name, r.site(name + ".py")),
+               Loc{r.site("py/__init__.py"), 11, "<module>"});
+  }
+  ChangeSpec own;
+  own.key = "py";
+  own.old_object = py_module;
+  own.new_object = api;
+  own.stack = {initpkg, Loc{r.site("py/__init__.py"), 20, "<module>"}};
+  own.time_ns = r.t(40);
+  own.during_import = 2;
+  r.b().add_modules_change(own);
+  ChangeSpec c;
+  c.key = key;
+  c.new_object = path_proxy;
+  c.stack = {initpkg};
+  c.time_ns = r.t(41);
+  c.during_import = 2;
+  switch (w) {
+    case Write::DuringOwnImport: break;
+    case Write::ByOwnSubmodule:
+    case Write::ByOtherPackage:
+      c.time_ns = r.t(25);
+      c.during_import = 3;
+      c.stack = {Loc{r.site(w == Write::ByOwnSubmodule ? "py/_error.py" : "plugin.py"), 91, "<module>"}};
+      break;
+    case Write::AfterImport:
+      c.time_ns = r.t(60);
+      c.during_import = 1;
+      c.stack = {Loc{compat_py, 40, "<module>"}};
+      break;
+    case Write::SeenAtOwnEnd:
+    case Write::SeenAtNextStart:
+    case Write::SeenAtSameLineStart:
+    case Write::SeenAtUnrecordedStart:
+      c.precision = fields::ModulesChange::AT_BOUNDARY;
+      c.time_ns = r.t(50) + 1;
+      c.during_import = 1;
+      c.stack = {w == Write::SeenAtNextStart || w == Write::SeenAtUnrecordedStart ? Loc{compat_py, 23, "<module>"}
+                                                                                  : import_py};
+      // (A process killed inside that import leaves no record of it.)
+      if (w != Write::SeenAtUnrecordedStart)
+          add_import(3, "shutil", 52, 2, 1, Obj::module(r.id(760), "shutil", "/usr/lib/python3.11/shutil.py"),
+                   w == Write::SeenAtSameLineStart ? import_py : Loc{compat_py, 23, "<module>"});
+      break;
+  }
+  r.b().add_modules_change(c);
+  testing::BindingSpec b;
+  b.import_index = 4;
+  b.parent = "py";
+  b.attribute = "_path";
+  b.bound_on = api;
+  b.child = Obj::module(r.id(810), "py._path", r.site("py/_path/__init__.py"));
+  b.status = fields::Binding::ON_PROXY;
+  b.time_ns = r.t(70);
+  r.b().add_binding(b);
+  return r.process();
+}
+
+std::string shown(const model::Process& p, bool all = false) {
+  std::ostringstream out;
+  show_text({p}, out, all);
+  return out.str();
+}
+
+TEST(ShowAnomalies, LazyModulesAPackageSetsUpUnderItsOwnNamesAreNormal) {
+  for (Write w : {Write::DuringOwnImport, Write::ByOwnSubmodule, Write::SeenAtOwnEnd}) {
+    model::Process p = apipkg_run("py.path", w);
+    EXPECT_TRUE(find_anomalies(p).empty()) << shown(p);
+    const std::string text = shown(p);
+    EXPECT_NE(text.find("module wrappers and lazy proxies packages put under their own names while imported: 2 "
+                        "(py: 2; show --all lists them)"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("children bound on what their package put under its own name: 1"), std::string::npos) << text;
+    // --all lists each, with the import that did it.
+    const std::string all = shown(p, true);
+    EXPECT_NE(all.find("sys.modules['py.path']: py._vendored_packages.apipkg.ApiModule 'py.path' [proxy]"),
+              std::string::npos)
+        << all;
+    EXPECT_NE(all.find(", during the import of py\n"), std::string::npos) << all;
+  }
+}
+
+TEST(ShowAnomalies, TheSameProxyUnderAForeignKeyIsAnAnomaly) {
+  // torch_npu's shape: a key outside the importing package's namespace.
+  model::Process p = apipkg_run("npugraph_ex", Write::DuringOwnImport);
+  EXPECT_EQ(anomalies_of(p, "proxy_in_sys_modules"), 1u) << shown(p);
+  EXPECT_NE(shown(p).find("proxy under sys.modules['npugraph_ex']"), std::string::npos) << shown(p);
+  // A name that only starts like the package's is not in its namespace.
+  p = apipkg_run("pyx", Write::DuringOwnImport);
+  EXPECT_EQ(anomalies_of(p, "proxy_in_sys_modules"), 1u) << shown(p);
+}
+
+TEST(ShowAnomalies, AProxyPutUnderThePackagesNameAfterItsImportIsAnAnomaly) {
+  model::Process p = apipkg_run("py.path", Write::AfterImport);
+  EXPECT_EQ(anomalies_of(p, "proxy_in_sys_modules"), 1u) << shown(p);
+  // The replacement of 'py' itself, made during the import, stays the package's design.
+  EXPECT_EQ(anomalies_of(p, "sys_modules_replaced"), 0u) << shown(p);
+}
+
+TEST(ShowAnomalies, AnotherPackageImportedUnderItWritingIntoItsNamesIsAnAnomaly) {
+  model::Process p = apipkg_run("py.path", Write::ByOtherPackage);
+  EXPECT_EQ(anomalies_of(p, "proxy_in_sys_modules"), 1u) << shown(p);
+}
+
+TEST(ShowAnomalies, AnInsertionSeenAtABoundaryIsDatedOnlyWhenTheBoundaryIsKnown) {
+  // Seen at the start of compat's next import: it was made while compat was innermost.
+  model::Process p = apipkg_run("py.path", Write::SeenAtNextStart);
+  EXPECT_EQ(anomalies_of(p, "proxy_in_sys_modules"), 1u) << shown(p);
+  // py's end and the next import's start stand at the same line: either could have seen it.
+  p = apipkg_run("py.path", Write::SeenAtSameLineStart);
+  EXPECT_EQ(anomalies_of(p, "proxy_in_sys_modules"), 1u) << shown(p);
+  // The stack stands at another line than py's importer: not py's end, whatever follows.
+  p = apipkg_run("py.path", Write::SeenAtUnrecordedStart);
+  EXPECT_EQ(anomalies_of(p, "proxy_in_sys_modules"), 1u) << shown(p);
+}
+
+TEST(ShowAnomalies, OwnNamespaceImportNamesTheImportThatOwnedTheWrite) {
+  model::Process p = apipkg_run("py.error", Write::ByOwnSubmodule);
+  const model::ModulesChange* c = nullptr;
+  for (const auto& m : p.modules_changes)
+    if (m.key == "py.error") c = &m;
+  ASSERT_NE(c, nullptr);
+  const model::Import* by = model::own_namespace_import(p, *c);
+  ASSERT_NE(by, nullptr);
+  EXPECT_EQ(by->name, "py");  // py._error wrote it, into py's namespace, not its own
+  EXPECT_TRUE(model::in_namespace("py.error", "py"));
+  EXPECT_FALSE(model::in_namespace("pyx.error", "py"));
+  EXPECT_FALSE(model::in_namespace("py", "py.error"));
+}
+
+TEST(DiffLazyModules, APackagesOwnProxiesOnlyTheBadRunImportedAreInfo) {
+  // Only the bad run imports py: that is module_added; its ApiModule under 'py.path' is the
+  // package's design (info), not a proxy error ranked above it.
+  std::vector<model::Process> good{RunBuilder(Variation()).process()};
+  std::vector<model::Process> bad{apipkg_run("py.path", Write::DuringOwnImport)};
+  diff::Result r = diff::diff_runs(good, bad);
+  auto proxies = all_of_kind(r.findings, "proxy_in_sys_modules");
+  ASSERT_FALSE(proxies.empty()) << dump(r);
+  for (const Finding* f : proxies) EXPECT_EQ(f->severity, Severity::Info) << dump(r);
+  bool told = false;
+  for (const Finding* f : proxies) told |= f->summary.find("the import of py put") != std::string::npos;
+  EXPECT_TRUE(told) << dump(r);
+  // A foreign key stays an error.
+  bad = {apipkg_run("npugraph_ex", Write::DuringOwnImport)};
+  r = diff::diff_runs(good, bad);
+  proxies = all_of_kind(r.findings, "proxy_in_sys_modules");
+  ASSERT_FALSE(proxies.empty()) << dump(r);
+  EXPECT_EQ(proxies[0]->severity, Severity::Error) << dump(r);
+}
+
 }  // namespace
 }  // namespace imptrace
