@@ -381,10 +381,12 @@ CONTENDERS = ["untraced", "inert", "imptrace", "imptrace+native", "imptrace+nati
 TRACING = ("imptrace", "imptrace+native", "imptrace+native-bt")
 
 
-def command(workload, contender, src, suite, lib, tracedir, window=False):
+def command(workload, contender, src, suite, lib, tracedir, window=False, layout=0):
     """argv, env, cwd for one workload under one contender. `window`: the driver with
-    callgrind windows (tree and long*)."""
+    callgrind windows (tree and long*). `layout`: the length of BENCH_LAYOUT (below)."""
     env = base_env()
+    if layout:
+        env["BENCH_LAYOUT"] = "x" * layout
     workload, py = split_workload(workload)  # the interpreter of this run
     if window:
         workload += "_window"
@@ -474,14 +476,22 @@ def count_imports(viewer, tracedir):
 def bench_workload(workload, rounds, src, suite, lib, viewer, scratch, log):
     results = {c: [] for c in CONTENDERS}
     imports = nproc_traced = composition = None
+    # Each round runs every contender with BENCH_LAYOUT set to a string of a length drawn
+    # for that round (the same for all of them): the size of the environment moves where the
+    # interpreter's objects land, and with it the collisions in its type-attribute cache
+    # (indexed by an attribute name's address and the type's version tag on 3.8-3.12), which
+    # decide a workload's cost by whole percents (bench/README.md). Drawn, not fixed, so that
+    # no contender's ratio rests on one lucky or unlucky layout of its own.
+    layouts = random.Random(f"layout-{workload}")
     for rnd in range(rounds + 1):  # round 0 warms caches and is discarded
+        layout = layouts.randrange(1, 4096)
         # Each round starts one contender later than the one before, so that no contender
         # always runs right after the same other one (or first, on a machine still busy
         # with the last round): a place in the round is not a cost of the contender.
         k = rnd % len(CONTENDERS)
         for c in CONTENDERS[k:] + CONTENDERS[:k]:
             tracedir = os.path.join(scratch, f"trace-{workload}-{rnd}-{c}")
-            argv, env, cwd = command(workload, c, src, suite, lib, tracedir)
+            argv, env, cwd = command(workload, c, src, suite, lib, tracedir, layout=layout)
             r = run_once(argv, env, cwd, stderr_devnull=(c == "importtime"))
             # dir_bytes is 0 for a directory never made (inert writes nothing; a non-zero
             # figure there means IMPTRACE_DISABLE was not honoured, and the report says so).
