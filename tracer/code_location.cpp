@@ -68,11 +68,21 @@ struct alignas(64) CodeCache {
 };
 CodeCache g_code_cache;
 
+PyObject* code_function_name(PyObject* code) {  // new reference or null
+  return field_n(code, py.minor >= 11 ? NAME("co_qualname") : NAME("co_name"));
+}
+
+long firstlineno(PyObject* code) {
+  Ref v(field_n(code, NAME("co_firstlineno")));
+  long line = v ? py.PyLong_AsLong(v.get()) : -1;
+  if (line < 0) py.PyErr_Clear();
+  return line;
+}
+
 CodeInfo describe_code(PyObject* code) {
   CodeInfo ci;
-  Ref fn(getattr_n(code, NAME("co_filename")));
-  Ref nm(getattr_n(code, py.minor >= 11 ? NAME("co_qualname") : NAME("co_name")));
-  if (!fn || !nm) py.PyErr_Clear();
+  Ref fn(field_n(code, NAME("co_filename")));
+  Ref nm(code_function_name(code));
   Py_ssize_t fl = 0;
   const char* file = str_utf8(fn.get(), &fl);
   ci.importlib = file && is_importlib_file(file);
@@ -112,10 +122,8 @@ CodeInfo& code_info(PyObject* code, CodeInfo& scratch) {
   keys.code[way] = code;
   slot.generation = TraceWriter::strings_epoch();
   if (!ci.importlib && line_format() != LineFormat::none) {
-    Ref table(getattr_n(code, line_format() == LineFormat::lnotab ? NAME("co_lnotab") : NAME("co_linetable")));
-    Ref first(table ? getattr_n(code, NAME("co_firstlineno")) : nullptr);
-    if (!first) py.PyErr_Clear();
-    line_cursor_init(slot.lines, table.get(), first.get());
+    Ref table(field_n(code, line_format() == LineFormat::lnotab ? NAME("co_lnotab") : NAME("co_linetable")));
+    if (table) line_cursor_init(slot.lines, table.get(), firstlineno(code));
   }
   if (old) py.Py_DecRef(old);
   return slot;
@@ -203,15 +211,14 @@ bool caller_is_importlib() {
 CodeLocation function_location(PyObject* fn) {
   CodeLocation l;
   if (!fn) return l;
-  Ref code(getattr_n(fn, NAME("__code__")));
-  if (!code) { py.PyErr_Clear(); return l; }
-  Ref file(getattr_n(code.get(), NAME("co_filename")));
-  Ref line(getattr_n(code.get(), NAME("co_firstlineno")));
-  Ref name(getattr_n(code.get(), py.minor >= 11 ? NAME("co_qualname") : NAME("co_name")));
-  if (!file || !line || !name) py.PyErr_Clear();
+  Ref code(field_n(fn, NAME("__code__")));
+  if (!code) return l;
+  Ref file(field_n(code.get(), NAME("co_filename")));
+  Ref name(code_function_name(code.get()));
+  long line = firstlineno(code.get());
   l.file = intern_obj(file.get());
   l.function = intern_obj(name.get());
-  if (line) { long v = py.PyLong_AsLong(line.get()); if (v > 0) l.line = static_cast<uint32_t>(v); else py.PyErr_Clear(); }
+  if (line > 0) l.line = static_cast<uint32_t>(line);
   return l;
 }
 

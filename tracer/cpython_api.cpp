@@ -145,6 +145,7 @@ CPythonSupport resolve_cpython_api(char* why, size_t why_size) {
   want(py.PyFrame_GetCode, "PyFrame_GetCode");
   want(py.PyCode_Addr2Line, "PyCode_Addr2Line");
   want(py.PyCode_Type, "PyCode_Type");
+  if (py.minor >= 12) want(py.PyType_GetDict, "PyType_GetDict");
   if (!need(py.PyThreadState_GetUnchecked, "PyThreadState_GetUnchecked"))
     want(py.PyThreadState_GetUnchecked, "_PyThreadState_UncheckedGet");
   if (py.minor <= 11) want(g_runtime, "_PyRuntime");  // here, not under the GIL: dlsym takes the loader's lock
@@ -223,6 +224,58 @@ void** find_audit_hook_head(void* entry) {
     found = &words[i];
   }
   return found;
+}
+
+bool class_lookup(PyObject* type, PyObject* name, PyObject** found) {
+  *found = nullptr;
+  if (py.ob_type_offset < 0 || !type || !name || !py.PyTuple_Size || !py.PyTuple_GetItem) return false;
+  // The type object's words count from its start, which precedes ob_type by one word (two
+  // more under Py_TRACE_REFS): ob_type_offset tells which.
+  auto word = [](PyObject* t, size_t index) {
+    const char* start = reinterpret_cast<const char*>(t) + py.ob_type_offset - layout::kTypeAfterRefcnt;
+    return *reinterpret_cast<PyObject* const*>(start + index * sizeof(void*));
+  };
+  PyObject* mro = word(type, layout::kTpMro);
+  if (!mro || !(py.PyType_GetFlags(type_of(mro)) & TPFLAGS_TUPLE_SUBCLASS)) return false;
+  Py_ssize_t n = py.PyTuple_Size(mro);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* t = py.PyTuple_GetItem(mro, i);
+    if (!t) { py.PyErr_Clear(); return false; }
+    PyObject* dict = word(t, layout::kTpDict);  // borrowed; null for 3.12+'s static types
+    bool owned = false;
+    if (!dict && py.PyType_GetDict) {
+      dict = py.PyType_GetDict(t);
+      owned = true;
+    }
+    if (!dict) { py.PyErr_Clear(); return false; }
+    PyObject* v = dict_lookup(dict, name);
+    if (v) py.Py_IncRef(v);
+    if (owned) py.Py_DecRef(dict);
+    if (v) {
+      *found = v;
+      return true;
+    }
+  }
+  return true;
+}
+
+bool quiet_attribute(PyObject* obj, PyObject* name, PyObject** out) {
+  *out = nullptr;
+  PyObject* type = type_of(obj);
+  PyObject* descr = nullptr;
+  if (!class_lookup(type, name, &descr)) return false;
+  if (!descr) return true;
+  using DescrGet = PyObject* (*)(PyObject*, PyObject*, PyObject*);
+  const char* start = reinterpret_cast<const char*>(type_of(descr)) + py.ob_type_offset - layout::kTypeAfterRefcnt;
+  auto get = *reinterpret_cast<DescrGet const*>(start + layout::kTpDescrGet * sizeof(void*));
+  if (!get) {
+    *out = descr;
+    return true;
+  }
+  *out = get(descr, obj, type);
+  py.Py_DecRef(descr);
+  if (!*out) py.PyErr_Clear();
+  return true;
 }
 
 SetterFn patch_class_setter(SetterFn hook) {
@@ -404,12 +457,24 @@ const char* iframe_back_counting(const CPythonApi::IFrameLayout& l, const char* 
   return f;
 }
 
+// obj.name for the layout probes below, as quiet_attribute reads it (no type-attribute
+// lookup), else through getattr. New reference or null, no error. The names are CPython's
+// own attribute names, interned already: InternFromString finds them.
+PyObject* probe_attribute(PyObject* obj, const char* name) {
+  PyObject* n = py.PyUnicode_InternFromString(name);
+  PyObject* v = nullptr;
+  if (!n || !quiet_attribute(obj, n, &v)) v = py.PyObject_GetAttrString(obj, name);
+  if (n) py.Py_DecRef(n);
+  if (!v) py.PyErr_Clear();
+  return v;
+}
+
 // Whether `v` is where `code` (a code object) has its first RESUME, in code units, as the
 // public co_code shows it (without 3.12's instrumentation or the adaptive forms): what
 // CPython's init_code stores in _co_firsttraceable.
 bool is_first_traceable(PyObject* code, int v) {
   if (!py.PyBytes_AsString || !py.PyBytes_Size) return false;
-  PyObject* b = py.PyObject_GetAttrString(code, "co_code");
+  PyObject* b = probe_attribute(code, "co_code");
   if (!b) return false;
   const char* bytes = py.PyBytes_AsString(b);
   Py_ssize_t n = bytes ? py.PyBytes_Size(b) : 0;
@@ -460,7 +525,7 @@ void probe_interpreter_walk(PyObject* frame, const char* ifr) {
     PyObject* code = ok ? py.PyFrame_GetCode(fo) : nullptr;
     if (code) {
       py.Py_DecRef(code);  // the running frame holds it
-      PyObject* line = py.PyObject_GetAttrString(code, "co_firstlineno");
+      PyObject* line = probe_attribute(code, "co_firstlineno");
       long first = line ? py.PyLong_AsLong(line) : -1;
       if (line) py.Py_DecRef(line);
       const char* c = reinterpret_cast<const char*>(code);
@@ -540,9 +605,9 @@ void probe_frame_layout(PyObject* frame) {
   long s_lasti = *reinterpret_cast<const int*>(f + lasti);
   PyObject *et = nullptr, *ev = nullptr, *tb = nullptr;
   py.PyErr_Fetch(&et, &ev, &tb);
-  PyObject* a_back = py.PyObject_GetAttrString(frame, "f_back");
-  PyObject* a_code = py.PyObject_GetAttrString(frame, "f_code");
-  PyObject* a_lasti = py.PyObject_GetAttrString(frame, "f_lasti");
+  PyObject* a_back = probe_attribute(frame, "f_back");
+  PyObject* a_code = probe_attribute(frame, "f_code");
+  PyObject* a_lasti = probe_attribute(frame, "f_lasti");
   long l = a_lasti ? py.PyLong_AsLong(a_lasti) : -1;
   // The outermost frame's f_back is null, which the attribute gives as None.
   bool ok = a_back && a_code && a_lasti && a_code == s_code && a_back == (s_back ? s_back : py.None) && l >= 0 &&
@@ -632,12 +697,11 @@ LineFormat line_format() {
   return LineFormat::none;
 }
 
-bool line_cursor_init(LineCursor& c, PyObject* table, PyObject* first) {
+bool line_cursor_init(LineCursor& c, PyObject* table, long line) {
   c = LineCursor();
   LineFormat format = line_format();
-  if (format == LineFormat::none || !py.PyBytes_AsString || !py.PyBytes_Size || !table || !first) return false;
+  if (format == LineFormat::none || !py.PyBytes_AsString || !py.PyBytes_Size || !table || line < 0) return false;
   const char* bytes = py.PyBytes_AsString(table);
-  long line = bytes ? py.PyLong_AsLong(first) : -1;
   Py_ssize_t n = bytes ? py.PyBytes_Size(table) : -1;
   if (!bytes || line < 0 || n < 0 || n > 0x7fffffff) { py.PyErr_Clear(); return false; }
   c.table = reinterpret_cast<const uint8_t*>(bytes);  // the code object keeps it alive

@@ -95,6 +95,7 @@ struct CPythonApi {
   PyObject* (*PyObject_Vectorcall)(PyObject*, PyObject* const*, size_t, PyObject*) = nullptr;
   int (*PyType_IsSubtype)(PyObject*, PyObject*) = nullptr;
   unsigned long (*PyType_GetFlags)(PyObject*) = nullptr;
+  PyObject* (*PyType_GetDict)(PyObject*) = nullptr;  // 3.12+: new reference (static types' tp_dict is null)
   PyObject* PyModule_Type = nullptr;
   PyObject* PyUnicode_Type = nullptr;
   PyObject* PyType_Type = nullptr;
@@ -277,6 +278,9 @@ constexpr size_t kTpName = 3;
 constexpr size_t kTpDealloc = 6;
 constexpr size_t kTpVectorcallOffset = 7;  // where instances keep their C entry point
 constexpr size_t kTpAsMapping = 14;
+constexpr size_t kTpDict = 33;
+constexpr size_t kTpDescrGet = 34;
+constexpr size_t kTpMro = 43;
 constexpr size_t kTpGetset = 31;
 constexpr size_t kMpAssSubscript = 2;  // PyMappingMethods: mp_length, mp_subscript, mp_ass_subscript
 constexpr size_t kGetsetName = 0, kGetsetGet = 1, kGetsetSet = 2;  // PyGetSetDef words
@@ -644,7 +648,27 @@ LineFormat line_format();
 // co_firstlineno (the caller looks them up, with its cached attribute names). False when
 // this interpreter's tables are not read here, or the values are not bytes and int (the
 // cursor stays unusable).
-bool line_cursor_init(LineCursor& c, PyObject* linetable, PyObject* firstlineno);
+bool line_cursor_init(LineCursor& c, PyObject* linetable, long firstlineno);
+
+// What the class `type` and its bases hold under `name`, read from each class's own dict
+// along its MRO, as a new reference in *found (null: none holds it). False when the MRO
+// cannot be read here (the caller uses getattr).
+//
+// Why not getattr: an attribute lookup runs CPython's type-attribute lookup, which gives
+// the class a version tag if it has none. Tags are handed out in order, so a class the
+// tracer looks at first (the code type, at the first import; a proxy class such as
+// apipkg's AliasModule, which the program itself never looks an attribute up on) makes
+// every class tagged after it one more than untraced, and the type-attribute cache's slots
+// follow the tags (3.8-3.12: tag XOR the name's address): the program's own lookups then
+// collide elsewhere. On a pytest collection the misses on AST node types in its assertion
+// rewriting doubled (bench/README.md, "Layouts"). The tracer's reads leave the tags as
+// they are untraced (tests/e2e/test_invisible.py).
+bool class_lookup(PyObject* type, PyObject* name, PyObject** found);
+// `obj.name` for an object with no instance dict of its own to look in first (code, frame
+// and function objects' fields): the class's attribute, through its descriptor's __get__
+// when it has one. A new reference in *out (null, no error: not there, or the getter
+// failed); false as class_lookup.
+bool quiet_attribute(PyObject* obj, PyObject* name, PyObject** out);
 int frame_line(PyObject* frame, LineCursor* c);
 // The same for byte offset `addr` (negative: none) in a code object: the line, or 0 when
 // the cursor does not give one.

@@ -58,10 +58,10 @@ PyObject* instance_dict(PyObject* o, bool is_module) {  // new reference or null
 // A class overrides attribute access when its __getattr__/__getattribute__/__setattr__ is
 // not what types.ModuleType has.
 bool overrides(PyObject* type, Name& attr) {
-  Ref mine(getattr_n(type, attr));
-  if (!mine) { py.PyErr_Clear(); return false; }
-  Ref base(getattr_n(py.PyModule_Type, attr));
-  if (!base) { py.PyErr_Clear(); return true; }
+  Ref mine(class_attr_n(type, attr));
+  if (!mine) return false;
+  Ref base(class_attr_n(py.PyModule_Type, attr));
+  if (!base) return true;
   return mine.get() != base.get();
 }
 

@@ -25,13 +25,15 @@ struct ProxyClasses {
 };
 ProxyClasses g_proxy_classes;
 
-// A Python function found on the class (through its MRO) under attr, or null.
+// A Python function found on the class (through its MRO) under attr, or null: an object
+// whose class gives it a __code__ (functions; Cython's too), asked of the class the same way,
+// so that object's inherited slot wrappers (__getattribute__, __setattr__) are told apart
+// without an attribute lookup on them.
 PyObject* python_function_attr(PyObject* type, Name& attr) {
-  PyObject* f = getattr_n(type, attr);
-  if (!f) { py.PyErr_Clear(); return nullptr; }
-  PyObject* code = getattr_n(f, NAME("__code__"));
-  if (!code) { py.PyErr_Clear(); py.Py_DecRef(f); return nullptr; }
-  py.Py_DecRef(code);
+  PyObject* f = class_attr_n(type, attr);
+  if (!f) return nullptr;
+  Ref code(class_attr_n(type_of(f), NAME("__code__")));
+  if (!code) { py.Py_DecRef(f); return nullptr; }
   return f;
 }
 

@@ -154,12 +154,25 @@ void observe_module(PyObject* module) {
   if (name && type_of(name) == py.PyUnicode_Type) observe_function(getattr, MODULE_GETATTR, name);
 }
 
+namespace {
+
+// The MRO's entry under `name`, as CPython's slot functions find it, with no metaclass code
+// run; borrowed (the class's dict holds it). Read along the MRO (class_lookup), not with
+// _PyType_Lookup, which would give the class a type version tag the untraced program
+// gives it later or never; _PyType_Lookup where the MRO cannot be read.
+PyObject* class_entry(PyObject* type, PyObject* name) {
+  PyObject* v = nullptr;
+  if (!class_lookup(type, name, &v)) return py.PyType_Lookup(type, name);
+  if (v) py.Py_DecRef(v);
+  return v;
+}
+
+}  // namespace
+
 void observe_proxy_class(PyObject* type, bool getattr, bool setattr) {
   if (!strings_ready()) return;
-  // _PyType_Lookup: the MRO's entry as CPython's slot functions find it, with no
-  // metaclass code run. Borrowed; the class keeps it.
-  if (getattr) observe_function(py.PyType_Lookup(type, g_observer.getattr_str), GETATTR, nullptr);
-  if (setattr) observe_function(py.PyType_Lookup(type, g_observer.setattr_str), SETATTR, nullptr);
+  if (getattr) observe_function(class_entry(type, g_observer.getattr_str), GETATTR, nullptr);
+  if (setattr) observe_function(class_entry(type, g_observer.setattr_str), SETATTR, nullptr);
 }
 
 void forget_lifetime_observed_functions() {

@@ -75,6 +75,30 @@ inline PyObject* getattr_n(PyObject* o, Name& name) {  // new reference
   return n ? py.PyObject_GetAttr(o, n) : py.PyObject_GetAttrString(o, name.text);
 }
 
+// What the class `type` or a base holds under `name` (new reference or null, no error),
+// read along its MRO without CPython's type-attribute lookup (class_lookup); through
+// getattr where the MRO cannot be read here.
+inline PyObject* class_attr_n(PyObject* type, Name& name) {
+  PyObject* n = name_obj(name);
+  PyObject* v = nullptr;
+  if (n && class_lookup(type, n, &v)) return v;
+  v = getattr_n(type, name);
+  if (!v) py.PyErr_Clear();
+  return v;
+}
+
+// `obj.name` for a code, frame or function object's own field (new reference or null, no
+// error), without CPython's type-attribute lookup (quiet_attribute); through getattr
+// where the class cannot be read here.
+inline PyObject* field_n(PyObject* obj, Name& name) {
+  PyObject* n = name_obj(name);
+  PyObject* v = nullptr;
+  if (n && quiet_attribute(obj, n, &v)) return v;
+  v = getattr_n(obj, name);
+  if (!v) py.PyErr_Clear();
+  return v;
+}
+
 inline PyObject* dict_get_n(PyObject* d, Name& name) {  // borrowed, no error
   PyObject* n = name_obj(name);
   return n ? dict_lookup(d, n) : py.PyDict_GetItemString(d, name.text);

@@ -215,3 +215,58 @@ def test_no_reference_kept_to_the_programs_strings(py, tmp_path):
     assert (traced.returncode, traced.stdout) == (0, plain.stdout), (traced.stdout, traced.stderr)
     files = traces(str(tmp_path / "t"))
     assert any(i["name"] == "refprobe_mod" for i in export(*files)["processes"][0]["imports"])
+
+
+TYPE_TAGS = r'''
+import ctypes, importlib, sys, types
+
+class Lazy(types.ModuleType):  # a proxy class the program itself never reads an attribute of
+    def __getattr__(self, name):
+        return importlib.import_module("json")
+
+class Alias(types.ModuleType):  # one under a key nothing imports (apipkg's AliasModule)
+    def __getattr__(self, name):
+        return getattr(sys, name)
+
+sys.modules["lazy_json"] = Lazy("lazy_json")
+import lazy_json
+sys.modules["lazy_alias"] = Alias("lazy_alias")
+import json, fractions, xml.dom.minidom, argparse, collections.abc, typing
+
+def classes():
+    seen, todo = set(), [object]
+    while todo:
+        t = todo.pop()
+        if t not in seen:
+            seen.add(t)
+            todo.extend(type.__subclasses__(t))
+    return seen
+
+# PyTypeObject.tp_version_tag: word 48 of a release or debug build's type object (3.8-3.13).
+tag = lambda t: ctypes.c_uint.from_address(id(t) + 384).value
+for t in classes():
+    if tag(t):
+        print(tag(t), t.__module__ + "." + t.__qualname__)
+'''
+
+
+@pytest.mark.parametrize("py", interpreters(), ids=ident)
+def test_type_version_tags_unchanged(py, tmp_path):
+    """CPython gives a class its type version tag at the first attribute lookup on it, in
+    order, and its type-attribute cache's slots follow the tags: a lookup of the tracer's
+    own (on the code type at the first import, on a proxy class) would move every later
+    class's tag and so the program's own cache collisions (bench/README.md, "Layouts").
+    The same classes have the same tags traced and untraced."""
+    prog = tmp_path / "tags.py"
+    prog.write_text(TYPE_TAGS)
+    env = {"PYTHONHASHSEED": "0"}
+    plain = run([py, str(prog)], traced=False, env=env)
+    traced = run([py, str(prog)], traced=True, outdir=str(tmp_path / "trace"), env=env)
+    assert plain.returncode == 0 and traced.returncode == 0, (plain.stderr, traced.stderr)
+    assert traces(str(tmp_path / "trace")), "no trace written"
+    untraced_tags = dict(reversed(line.split(" ", 1)) for line in plain.stdout.splitlines())
+    traced_tags = dict(reversed(line.split(" ", 1)) for line in traced.stdout.splitlines())
+    assert len(untraced_tags) > 150 and "__main__.Lazy" in untraced_tags, plain.stdout[:500]
+    moved = {n: (untraced_tags.get(n), traced_tags.get(n)) for n in untraced_tags.keys() | traced_tags.keys()
+             if untraced_tags.get(n) != traced_tags.get(n)}
+    assert not moved, sorted(moved.items(), key=lambda kv: int(kv[1][0] or kv[1][1]))[:10]
