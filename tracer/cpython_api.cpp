@@ -235,33 +235,56 @@ bool class_lookup(PyObject* type, PyObject* name, PyObject** found) {
     const char* start = reinterpret_cast<const char*>(t) + py.ob_type_offset - layout::kTypeAfterRefcnt;
     return *reinterpret_cast<PyObject* const*>(start + index * sizeof(void*));
   };
+  // A class (a caller may hold whatever a program assigned, such as a __class__ value
+  // CPython is about to refuse), whose MRO is made (a class not yet readied has none).
+  if (!(py.PyType_GetFlags(type_of(type)) & TPFLAGS_TYPE_SUBCLASS)) return false;
   PyObject* mro = word(type, layout::kTpMro);
   if (!mro || !(py.PyType_GetFlags(type_of(mro)) & TPFLAGS_TUPLE_SUBCLASS)) return false;
+  // Held, as CPython's own MRO walk holds it: a lookup may run a key's __eq__, which may
+  // assign __bases__ and so free the tuple.
+  py.Py_IncRef(mro);
+  bool readable = true;
   Py_ssize_t n = py.PyTuple_Size(mro);
-  for (Py_ssize_t i = 0; i < n; ++i) {
+  for (Py_ssize_t i = 0; i < n && readable && !*found; ++i) {
     PyObject* t = py.PyTuple_GetItem(mro, i);
-    if (!t) { py.PyErr_Clear(); return false; }
-    PyObject* dict = word(t, layout::kTpDict);  // borrowed; null for 3.12+'s static types
+    PyObject* dict = t ? word(t, layout::kTpDict) : nullptr;  // borrowed; null for 3.12+'s static types
     bool owned = false;
-    if (!dict && py.PyType_GetDict) {
+    if (t && !dict && py.PyType_GetDict) {
       dict = py.PyType_GetDict(t);
       owned = true;
     }
-    if (!dict) { py.PyErr_Clear(); return false; }
-    PyObject* v = dict_lookup(dict, name);
-    if (v) py.Py_IncRef(v);
-    if (owned) py.Py_DecRef(dict);
-    if (v) {
-      *found = v;
-      return true;
+    if (!dict) {
+      py.PyErr_Clear();
+      readable = false;
+      break;
     }
+    PyObject* v = py.PyDict_GetItemWithError(dict, name);
+    if (v) {
+      py.Py_IncRef(v);
+      *found = v;
+    } else if (py.PyErr_Occurred()) {  // a key's __eq__ raised: not a lookup to trust
+      py.PyErr_Clear();
+      readable = false;
+    }
+    if (owned) py.Py_DecRef(dict);
   }
-  return true;
+  py.Py_DecRef(mro);
+  if (!readable && *found) {
+    py.Py_DecRef(*found);
+    *found = nullptr;
+  }
+  return readable;
 }
 
 bool quiet_attribute(PyObject* obj, PyObject* name, PyObject** out) {
   *out = nullptr;
   PyObject* type = type_of(obj);
+  // Only for classes whose attribute access is the generic one, which is what this reads.
+  static void* generic_getattr = dlsym(RTLD_DEFAULT, "PyObject_GenericGetAttr");
+  const char* type_start = reinterpret_cast<const char*>(type) + py.ob_type_offset - layout::kTypeAfterRefcnt;
+  if (py.ob_type_offset < 0 || !generic_getattr ||
+      *reinterpret_cast<void* const*>(type_start + layout::kTpGetattro * sizeof(void*)) != generic_getattr)
+    return false;
   PyObject* descr = nullptr;
   if (!class_lookup(type, name, &descr)) return false;
   if (!descr) return true;

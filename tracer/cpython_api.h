@@ -278,6 +278,7 @@ constexpr size_t kTpName = 3;
 constexpr size_t kTpDealloc = 6;
 constexpr size_t kTpVectorcallOffset = 7;  // where instances keep their C entry point
 constexpr size_t kTpAsMapping = 14;
+constexpr size_t kTpGetattro = 18;
 constexpr size_t kTpDict = 33;
 constexpr size_t kTpDescrGet = 34;
 constexpr size_t kTpMro = 43;
@@ -343,6 +344,7 @@ constexpr unsigned long TPFLAGS_TUPLE_SUBCLASS = 1UL << 26;
 constexpr unsigned long TPFLAGS_UNICODE_SUBCLASS = 1UL << 28;
 constexpr unsigned long TPFLAGS_DICT_SUBCLASS = 1UL << 29;
 constexpr unsigned long TPFLAGS_BASE_EXC_SUBCLASS = 1UL << 30;
+constexpr unsigned long TPFLAGS_TYPE_SUBCLASS = 1UL << 31;
 
 // An object's type, borrowed (the object keeps it alive): read from the object header
 // rather than through PyObject_Type, which costs a call, an incref and a decref.

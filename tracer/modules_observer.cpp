@@ -443,6 +443,9 @@ bool class_setter_observed() { return g_observers.orig_class_setter != nullptr; 
 void note_class_assignment(PyObject* obj, PyObject* new_type) {
   ThreadState& t = ts();
   if (!g_settings.enabled || t.inside_tracer || !TraceWriter::usable() || !obj || !new_type) return;
+  // A value that is not a class: CPython's setter, which runs after this hook, refuses it
+  // with a TypeError; nothing was assigned, and a class's fields are not to be read from it.
+  if (!(py.PyType_GetFlags(type_of(new_type)) & TPFLAGS_TYPE_SUBCLASS)) return;
   InterpreterScope scope;
   ++t.inside_tracer;
   PyObject *et, *ev, *tb;

@@ -215,8 +215,11 @@ CodeRange g_evaluation;
 bool g_evaluation_looked_up;
 constexpr int kNativeShortDepth = 10;
 
+// Fills the range, then says so (release: a thread that sees the flag sees the range).
 void look_up_evaluation() {
-  g_evaluation_looked_up = true;
+  struct Publish {
+    ~Publish() { __atomic_store_n(&g_evaluation_looked_up, true, __ATOMIC_RELEASE); }
+  } publish;
   void* f = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
   Dl_info info;
   void* extra = nullptr;
@@ -258,7 +261,7 @@ void prepare_native_stacks() {
 int capture_native_stack(void** frames) {
   // Looked up at the first import, not in prepare_native_stacks: an embedding host may load
   // the interpreter after this library's constructor ran.
-  if (!g_evaluation_looked_up) look_up_evaluation();
+  if (!__atomic_load_n(&g_evaluation_looked_up, __ATOMIC_ACQUIRE)) look_up_evaluation();
   if (!g_evaluation.end) return g_unwinder(frames, kNativeDepth);
   int n = g_unwinder(frames, kNativeShortDepth);
   if (int cut = through_evaluation(frames, n)) return cut;

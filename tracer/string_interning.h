@@ -80,9 +80,13 @@ inline PyObject* getattr_n(PyObject* o, Name& name) {  // new reference
 // getattr where the MRO cannot be read here.
 inline PyObject* class_attr_n(PyObject* type, Name& name) {
   PyObject* n = name_obj(name);
+  // Sub-interpreters have no interned names here: a str made for the call, as the tags
+  // are shared by every interpreter of the process on 3.8-3.11.
+  Ref made(n ? nullptr : py.PyUnicode_FromString(name.text));
+  if (!n) n = made.get();
   PyObject* v = nullptr;
   if (n && class_lookup(type, n, &v)) return v;
-  v = getattr_n(type, name);
+  v = n ? py.PyObject_GetAttr(type, n) : nullptr;
   if (!v) py.PyErr_Clear();
   return v;
 }
@@ -92,9 +96,11 @@ inline PyObject* class_attr_n(PyObject* type, Name& name) {
 // where the class cannot be read here.
 inline PyObject* field_n(PyObject* obj, Name& name) {
   PyObject* n = name_obj(name);
+  Ref made(n ? nullptr : py.PyUnicode_FromString(name.text));  // as class_attr_n
+  if (!n) n = made.get();
   PyObject* v = nullptr;
   if (n && quiet_attribute(obj, n, &v)) return v;
-  v = getattr_n(obj, name);
+  v = n ? py.PyObject_GetAttr(obj, n) : nullptr;
   if (!v) py.PyErr_Clear();
   return v;
 }
