@@ -75,35 +75,29 @@ inline PyObject* getattr_n(PyObject* o, Name& name) {  // new reference
   return n ? py.PyObject_GetAttr(o, n) : py.PyObject_GetAttrString(o, name.text);
 }
 
-// What the class `type` or a base holds under `name` (new reference or null, no error),
-// read along its MRO without CPython's type-attribute lookup (class_lookup); through
-// getattr where the MRO cannot be read here.
-inline PyObject* class_attr_n(PyObject* type, Name& name) {
+// `read` (class_lookup or quiet_attribute) with the name's str: the interned one, or in a
+// sub-interpreter (no interned names here) a str made for the call, as the type version
+// tags those reads keep are shared by every interpreter of the process on 3.8-3.11; through
+// getattr where `read` cannot read the class. New reference or null, no error.
+inline PyObject* read_without_type_lookup(bool (*read)(PyObject*, PyObject*, PyObject**), PyObject* o,
+                                          Name& name) {
   PyObject* n = name_obj(name);
-  // Sub-interpreters have no interned names here: a str made for the call, as the tags
-  // are shared by every interpreter of the process on 3.8-3.11.
   Ref made(n ? nullptr : py.PyUnicode_FromString(name.text));
   if (!n) n = made.get();
   PyObject* v = nullptr;
-  if (n && class_lookup(type, n, &v)) return v;
-  v = n ? py.PyObject_GetAttr(type, n) : nullptr;
+  if (n && read(o, n, &v)) return v;
+  v = n ? py.PyObject_GetAttr(o, n) : nullptr;
   if (!v) py.PyErr_Clear();
   return v;
 }
 
-// `obj.name` for a code, frame or function object's own field (new reference or null, no
-// error), without CPython's type-attribute lookup (quiet_attribute); through getattr
-// where the class cannot be read here.
-inline PyObject* field_n(PyObject* obj, Name& name) {
-  PyObject* n = name_obj(name);
-  Ref made(n ? nullptr : py.PyUnicode_FromString(name.text));  // as class_attr_n
-  if (!n) n = made.get();
-  PyObject* v = nullptr;
-  if (n && quiet_attribute(obj, n, &v)) return v;
-  v = n ? py.PyObject_GetAttr(obj, n) : nullptr;
-  if (!v) py.PyErr_Clear();
-  return v;
+// What the class `type` or a base holds under `name`, read along its MRO (class_lookup).
+inline PyObject* class_attr_n(PyObject* type, Name& name) {
+  return read_without_type_lookup(class_lookup, type, name);
 }
+
+// `obj.name` for a code, frame or function object's own field (quiet_attribute).
+inline PyObject* field_n(PyObject* obj, Name& name) { return read_without_type_lookup(quiet_attribute, obj, name); }
 
 inline PyObject* dict_get_n(PyObject* d, Name& name) {  // borrowed, no error
   PyObject* n = name_obj(name);
