@@ -1,5 +1,7 @@
 #include "proxies.h"
 
+#include <dlfcn.h>
+
 #include <cstring>
 
 #include "access_repeats.h"
@@ -28,10 +30,21 @@ ProxyClasses g_proxy_classes;
 // A Python function found on the class (through its MRO) under attr, or null: an object
 // whose class gives it a __code__ (functions; Cython's too), asked of the class the same way,
 // so that object's inherited slot wrappers (__getattribute__, __setattr__) are told apart
-// without an attribute lookup on them.
+// without an attribute lookup on them. A staticmethod or classmethod gives its function
+// (__func__, read as field_n reads: both classes have generic attribute access).
 PyObject* python_function_attr(PyObject* type, Name& attr) {
   PyObject* f = class_attr_n(type, attr);
   if (!f) return nullptr;
+  static PyObject* const wrappers[] = {static_cast<PyObject*>(dlsym(RTLD_DEFAULT, "PyStaticMethod_Type")),
+                                       static_cast<PyObject*>(dlsym(RTLD_DEFAULT, "PyClassMethod_Type"))};
+  for (PyObject* w : wrappers) {
+    if (!w || type_of(f) != w) continue;
+    PyObject* inner = field_n(f, NAME("__func__"));
+    py.Py_DecRef(f);
+    f = inner;
+    if (!f) return nullptr;
+    break;
+  }
   Ref code(class_attr_n(type_of(f), NAME("__code__")));
   if (!code) { py.Py_DecRef(f); return nullptr; }
   return f;

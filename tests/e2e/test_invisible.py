@@ -296,3 +296,46 @@ def test_type_version_tags_unchanged(py, tmp_path):
         moved = {n: (untraced.get(n), traced.get(n)) for n in untraced.keys() | traced.keys()
                  if untraced.get(n) != traced.get(n)}
         assert not moved, (section, sorted(moved.items(), key=lambda kv: int(kv[1][0] or kv[1][1]))[:10])
+
+
+PROXY_CLASSES = r'''
+import sys, types
+
+def forward(name):
+    return 42
+
+class Plain(types.ModuleType):
+    def __getattr__(self, name):
+        return 1
+
+class Static(types.ModuleType):
+    __getattr__ = staticmethod(forward)
+
+class Inherited(Plain):
+    pass
+
+for cls in (Plain, Static, Inherited):
+    sys.modules["proxy_" + cls.__name__.lower()] = cls("proxy_" + cls.__name__.lower())
+import proxy_plain, proxy_static, proxy_inherited
+assert (proxy_plain.x, proxy_static.x, proxy_inherited.x) == (1, 42, 1)
+import json
+'''
+
+
+@pytest.mark.parametrize("py", interpreters(), ids=ident)
+def test_proxy_class_functions_found_along_the_mro(py, tmp_path):
+    """The ProxyClass record names where a proxy class's __getattr__ is defined, found along
+    the class's MRO dicts (no type-attribute lookup): its own function, one inherited, a
+    staticmethod's function; object's slot wrapper __getattribute__ is none."""
+    prog = tmp_path / "proxies.py"
+    prog.write_text(PROXY_CLASSES)
+    r = run([py, str(prog)], traced=True, outdir=str(tmp_path / "trace"))
+    assert r.returncode == 0, r.stderr
+    classes = {c["type"]: c for c in export(*traces(str(tmp_path / "trace")))["processes"][0]["proxy_classes"]}
+    expected = {"__main__.Plain": ("Plain.__getattr__", 8), "__main__.Static": ("forward", 4),
+                "__main__.Inherited": ("Plain.__getattr__", 8)}
+    for name, (function, line) in expected.items():
+        at = classes[name]["getattr_at"]
+        # co_qualname on 3.11+, co_name before
+        assert at["function"] in (function, function.split(".")[-1]) and at["line"] == line, (name, classes[name])
+        assert classes[name]["getattribute_at"] is None, classes[name]
