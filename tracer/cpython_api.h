@@ -376,8 +376,10 @@ inline bool atexit_callbacks_per_interpreter() { return py.minor >= 10; }
 // A borrowed dict value or null, for the tracer's own str keys. PyDict_GetItem saves and
 // restores the pending exception around every lookup (on 3.12 a thread-local access and
 // several calls each time); with an exact str key no user code runs and nothing can
-// raise. A str subclass key (importlib.import_module accepts one) may run its __eq__:
-// an error from it is dropped.
+// raise unless the dict holds a key of another type with the same hash, whose __eq__ then
+// runs (a program's own doing; such an error is left pending, not asked after on every
+// miss). A str subclass key (importlib.import_module accepts one) may run its __eq__: an
+// error from it is dropped.
 inline PyObject* dict_lookup(PyObject* d, PyObject* key) {
   PyObject* v = py.PyDict_GetItemWithError(d, key);
   if (!v && type_of(key) != py.PyUnicode_Type && py.PyErr_Occurred()) py.PyErr_Clear();
