@@ -116,7 +116,7 @@ void install_in_current_interpreter() {
   py.Py_IncRef(modules);  // deliberate: we compare against it for the process lifetime
   probe_dict_version();
   probe_str_layout();
-  observe_sys_modules(modules);
+  observe_sys_modules(modules, d);
   watch_module_deaths();
   audit_hook_step_out();
 
@@ -233,6 +233,7 @@ void forget_lifetime() {
   forget_lifetime_proxy_classes();
   forget_lifetime_observed_functions();
   forget_lifetime_shadow();
+  forget_lifetime_importlib_stores();
   forget_lifetime_sys_path();
   forget_lifetime_in_flight();
   g_installed.count = 0;  // sub-interpreter ids start again with the runtime

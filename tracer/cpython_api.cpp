@@ -608,6 +608,59 @@ void probe_interpreter_frame(PyObject* frame) {
 
 }  // namespace
 
+namespace {
+short* code_warmup_311(PyObject* code) {
+  return reinterpret_cast<short*>(reinterpret_cast<char*>(code) + py.ob_type_offset + layout::kCodeWarmup311);
+}
+uint8_t* code_instructions_311(PyObject* code) {
+  return reinterpret_cast<uint8_t*>(code) + py.ob_type_offset + layout::kCodeInstructions311;
+}
+}  // namespace
+
+bool find_store_subscripts(PyObject* fn, GenericStores* out) {
+  *out = GenericStores();
+  if (py.minor != 11 || py.ob_type_offset < 0 || !fn || !py.PyCode_Type || !py.PyBytes_AsString || !py.PyBytes_Size)
+    return false;
+  Ref code(probe_attribute(fn, "__code__"));
+  if (!code || type_of(code.get()) != py.PyCode_Type) return false;
+  // Never quickened: CPython's instructions are still co_code's bytes.
+  short warmup = *code_warmup_311(code.get());
+  if (warmup >= 0 || warmup < layout::kWarmupNeverRun311) return false;
+  Ref bytes(probe_attribute(code.get(), "co_code"));
+  const char* b = bytes ? py.PyBytes_AsString(bytes.get()) : nullptr;
+  if (!b) { py.PyErr_Clear(); return false; }
+  Py_ssize_t n = py.PyBytes_Size(bytes.get());
+  Py_ssize_t units = *reinterpret_cast<const Py_ssize_t*>(reinterpret_cast<const char*>(code.get()) +
+                                                          py.ob_type_offset + layout::kVarSize);
+  if (n <= 0 || n != 2 * units || memcmp(code_instructions_311(code.get()), b, static_cast<size_t>(n)) != 0) return false;
+  for (Py_ssize_t i = 0; i < units; ++i) {
+    if (static_cast<uint8_t>(b[2 * i]) != layout::kOpStoreSubscr) continue;
+    if (out->n == static_cast<int>(sizeof out->at / sizeof out->at[0])) return false;
+    out->at[out->n++] = static_cast<uint32_t>(i);
+  }
+  if (!out->n) return false;
+  out->code = code.release();
+  return true;
+}
+
+bool keep_stores_generic(GenericStores& s) {
+  if (!s.code) return true;
+  if (*code_warmup_311(s.code) != 0) return false;  // not quickened yet
+  uint8_t* ins = code_instructions_311(s.code);
+  bool known = true;
+  for (int i = 0; i < s.n; ++i) {
+    uint8_t op = ins[2 * s.at[i]];
+    known &= op == layout::kOpStoreSubscr || op == layout::kOpStoreSubscrAdaptive311 ||
+             op == layout::kOpStoreSubscrDict311 || op == layout::kOpStoreSubscrListInt311;
+  }
+  // The generic instruction skips the cache entry that follows, as the quickened ones do.
+  if (known)
+    for (int i = 0; i < s.n; ++i) ins[2 * s.at[i]] = layout::kOpStoreSubscr;
+  py.Py_DecRef(s.code);
+  s.code = nullptr;
+  return true;
+}
+
 void probe_frame_layout(PyObject* frame) {
   if (py.frame_layout_probed || !frame) return;
   py.frame_layout_probed = true;

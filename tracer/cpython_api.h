@@ -329,6 +329,15 @@ constexpr int kCodeFirstLineno311 = 64, kCodeFirstTraceable311 = 160, kCodeInstr
 constexpr int kCodeFirstLineno312 = 60, kCodeFirstTraceable312 = 168, kCodeInstructions312 = 184;
 constexpr int kCodeFirstLineno313 = 60, kCodeFirstTraceable313 = 176, kCodeInstructions313 = 192;
 constexpr uint8_t kOpResume311 = 151, kOpResume313 = 149;  // 3.12 kept 3.11's number
+// 3.11's co_warmup (a short, from ob_type): -8 for a code object never run, one up at each
+// call and loop iteration; at 0 CPython quickens the code in place (_PyCode_Quicken) and
+// it stays 0. STORE_SUBSCR's forms: the generic one, and 3.11's quickened ones
+// (Lib/opcode.py, _specialized_instructions): STORE_SUBSCR_ADAPTIVE, STORE_SUBSCR_DICT,
+// STORE_SUBSCR_LIST_INT.
+constexpr int kCodeWarmup311 = 44;
+constexpr short kWarmupNeverRun311 = -8;
+constexpr uint8_t kOpStoreSubscr = 60;
+constexpr uint8_t kOpStoreSubscrAdaptive311 = 168, kOpStoreSubscrDict311 = 169, kOpStoreSubscrListInt311 = 170;
 // The thread state's current frame: kTstate* below.
 constexpr int kMinCodeBytesOffset = 48, kMaxCodeBytesOffset = 512;  // a code object's header
 // PyFunctionObject is about twenty words on every version: a tp_vectorcall_offset past
@@ -470,6 +479,31 @@ void* patch_dict_method(const char* name, int flags, void* hook);
 // null (3.8, or the layout is not the one expected).
 typedef PyObject* (*BinaryFunc)(PyObject*, PyObject*);
 BinaryFunc patch_dict_inplace_or(BinaryFunc hook);
+
+// 3.11's specialising interpreter turns a STORE_SUBSCR that keeps meeting an exact dict
+// into STORE_SUBSCR_DICT, which stores past dict's mp_ass_subscript slot and so past
+// patch_dict_ass_subscript's hook. importlib's own `sys.modules[name] = module`
+// (_load_unlocked, at every import) becomes such a store after about forty imports; from
+// then on each import moved sys.modules' version tag where no hook saw it, and every
+// top-level boundary compared the whole dict again (modules_shadow.h). These keep a
+// function's STORE_SUBSCR instructions in their generic form, for good. What Python can
+// see of the code (co_code, dis without adaptive=True) and what each store does are
+// unchanged; only the specialisation of those few instructions is forgone.
+struct GenericStores {
+  PyObject* code = nullptr;  // held; null when there is nothing (left) to do
+  int n = 0;
+  uint32_t at[8];            // the code units of its STORE_SUBSCR instructions
+};
+
+// Finds the STORE_SUBSCR instructions of `fn`, a Python function whose code CPython has
+// not quickened yet: the instructions it runs must then be co_code's bytes exactly (the
+// layout check). False on other versions, layouts or states.
+bool find_store_subscripts(PyObject* fn, GenericStores* out);
+
+// Once CPython has quickened the code, puts each of those instructions back in its generic
+// form (what it holds then must be one of STORE_SUBSCR's forms, else nothing is written).
+// True when nothing is left to do.
+bool keep_stores_generic(GenericStores& s);
 
 // The runtime's list of C audit hooks (PySys_AddAuditHook) starts at a pointer inside
 // _PyRuntime (3.8-3.12 audit_hook_head, 3.13-3.15 audit_hooks.head). Once any hook is in that

@@ -7,6 +7,7 @@
 #include "bindings.h"
 #include "code_location.h"
 #include "imports_in_flight.h"
+#include "modules_observer.h"
 #include "modules_shadow.h"
 #include "native_stacks.h"
 #include "object_description.h"
@@ -366,7 +367,10 @@ PyObject* find_and_load_hook(const Callee& orig, PyObject* const* args, size_t n
   }
   // Outside the lock, with no error pending: this may be the last reference.
   if (self.inserted) py.Py_DecRef(self.inserted);
-  if (shadowing) shadow_register_owed_walk_at_exit();
+  if (shadowing) {
+    shadow_register_owed_walk_at_exit();
+    keep_importlib_stores_seen();
+  }
   if (!res) restore_error(err);
   --t.inside_tracer;
   return res;

@@ -425,7 +425,43 @@ void emit_modules_change(uint32_t key, uint32_t op, const ObjectDescription* old
   encode_modules_change(r);
 }
 
-void observe_sys_modules(PyObject* modules) {
+namespace {
+
+// ---- 3.11: importlib's own stores into sys.modules, kept where the store hook sees them ----
+// (cpython_api.h, keep_stores_generic). Seen, the import system's stores carry sys.modules'
+// version tag forward as on 3.8-3.10 (shadow_note_import_system_change), and a top-level
+// boundary compares the whole dict only after a change no hook saw. The functions of
+// 3.11's importlib that store into sys.modules: at every import, at reload, and for a
+// loader with only load_module.
+struct ImportlibStores {
+  GenericStores fn[3];
+  bool pending = false;
+};
+ImportlibStores g_importlib_stores;
+
+void watch_importlib_stores(PyObject* importlib_dict) {
+  ImportlibStores& s = g_importlib_stores;
+  PyObject* fns[3] = {dict_get_n(importlib_dict, NAME("_load_unlocked")), dict_get_n(importlib_dict, NAME("_exec")),
+                      dict_get_n(importlib_dict, NAME("_load_backward_compatible"))};
+  for (int i = 0; i < 3; ++i) s.pending |= find_store_subscripts(fns[i], &s.fn[i]);
+  py.PyErr_Clear();
+}
+
+}  // namespace
+
+void keep_importlib_stores_seen() {
+  ImportlibStores& s = g_importlib_stores;
+  if (!s.pending) return;
+  bool left = false;
+  for (GenericStores& f : s.fn) left |= !keep_stores_generic(f);
+  s.pending = left;
+}
+
+void forget_lifetime_importlib_stores() {
+  g_importlib_stores = ImportlibStores();  // the code objects' references leak with the interpreter
+}
+
+void observe_sys_modules(PyObject* modules, PyObject* importlib_dict) {
   if (!g_observers.orig_class_setter) g_observers.orig_class_setter = patch_class_setter(class_setter_hook);
   if (py.has_dict_watchers()) {
     int id = py.PyDict_AddWatcher(modules_watcher);
@@ -434,6 +470,7 @@ void observe_sys_modules(PyObject* modules) {
   } else {
     if (!g_observers.orig_ass_subscript) g_observers.orig_ass_subscript = patch_dict_ass_subscript(dict_ass_subscript_hook);
     observe_dict_methods();
+    if (g_observers.orig_ass_subscript) watch_importlib_stores(importlib_dict);
   }
 }
 

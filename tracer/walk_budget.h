@@ -1,8 +1,10 @@
 // How often the whole of sys.modules may be compared with the tracer's shadow (3.8-3.11).
 //
 // A top-level import boundary compares the whole dict, so that a change no hook sees (a
-// method such as `sys.modules.update`, a C `PyDict_SetItem`, 3.11's specialised store
-// replacing an entry in place) is found there. When the size and the keys on the import's
+// C `PyDict_SetItem`, 3.11's specialised store replacing an entry in place) is found
+// there, unless every change since the last comparison was the import system's own, seen
+// by the hooks (modules_shadow.cpp, accounted_version; on 3.11 with importlib's stores
+// kept generic, cpython_api.h keep_stores_generic). When the size and the keys on the import's
 // path agree, that comparison is a walk of every entry to confirm none changed in place:
 // its cost grows with the number of modules loaded, so a program importing 20,000
 // modules one after another from one file paid it 20,000 times (quadratic; 3.11, 20,000

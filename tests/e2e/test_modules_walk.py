@@ -94,3 +94,78 @@ def test_unhooked_replacement_inside_an_import_is_found(py, tmp_path):
     entries = why(traces(str(out)), "lw_m5")["entries"]
     assert len(entries) == 2, entries
     assert entries[1]["type"].endswith("Replacement") and entries[1]["via"] == "assignment", entries
+
+
+# A store into sys.modules that 3.11's specialising interpreter has made a direct dict
+# store (STORE_SUBSCR_DICT: a function whose store kept meeting a dict) passes the store
+# hook. It is found by the comparison at the next boundary, which the import system's own
+# stores, seen by the hook (importlib's are kept generic), do not stand in for.
+HOT = '''\
+import dis, sys
+sys.path.insert(0, {root!r})
+for i in range(300):
+    __import__("lw_m%d" % i)
+
+class Replacement:
+    pass
+
+def put(d, key, value):
+    d[key] = value
+
+scratch = {{}}
+for i in range(200):
+    put(scratch, "k", i)
+print([i.opname for i in dis.get_instructions(put, adaptive=True) if "STORE_SUBSCR" in i.opname]
+      if sys.version_info[:2] == (3, 11) else [])
+put(sys.modules, "lw_m5", Replacement())
+import lw_last
+'''
+
+
+@pytest.mark.parametrize("py", interpreters(), ids=ident)
+def test_specialised_store_into_sys_modules_is_found(py, tmp_path):
+    root = tmp_path / "src"
+    root.mkdir()
+    for i in range(300):
+        (root / ("lw_m%d.py" % i)).write_text("")
+    (root / "lw_last.py").write_text("")
+    main = root / "lw_main.py"
+    main.write_text(HOT.format(root=str(root)))
+    out = tmp_path / "traces"
+    r = run([py, str(main)], traced=True, outdir=str(out))
+    assert r.returncode == 0, r.stderr[-2000:]
+    if "3.11" in py or py == "/usr/bin/python3":
+        assert "STORE_SUBSCR_DICT" in r.stdout, r.stdout  # the store this test is about
+    entries = why(traces(str(out)), "lw_m5")["entries"]
+    assert len(entries) == 2, entries
+    assert entries[1]["type"].endswith("Replacement") and entries[1]["via"] == "assignment", entries
+
+
+# 3.11: importlib's own stores into sys.modules stay generic under the tracer, so the store
+# hook sees them (cpython_api.h, keep_stores_generic); untraced, CPython specialises them.
+# What Python sees of the code without adaptive=True is the same in both runs.
+IMPORTLIB_STORES = '''\
+import dis, sys, _frozen_importlib as b
+sys.path.insert(0, {root!r})
+for i in range(300):
+    __import__("lw_m%d" % i)
+for fn in (b._load_unlocked,):
+    print(fn.__name__, [i.opname for i in dis.get_instructions(fn, adaptive=True) if "STORE_SUBSCR" in i.opname],
+          fn.__code__.co_code.hex())
+'''
+
+
+@pytest.mark.parametrize("py", [p for p in interpreters() if "3.11" in p or p == "/usr/bin/python3"], ids=ident)
+def test_importlib_stores_into_sys_modules_stay_generic_on_311(py, tmp_path):
+    root = tmp_path / "src"
+    root.mkdir()
+    for i in range(300):
+        (root / ("lw_m%d.py" % i)).write_text("")
+    main = root / "lw_main.py"
+    main.write_text(IMPORTLIB_STORES.format(root=str(root)))
+    untraced = run([py, str(main)], traced=False)
+    traced = run([py, str(main)], traced=True, outdir=str(tmp_path / "traces"))
+    assert untraced.returncode == 0 and traced.returncode == 0, (untraced.stderr, traced.stderr)
+    assert "['STORE_SUBSCR_DICT', 'STORE_SUBSCR_DICT']" in untraced.stdout, untraced.stdout  # specialised
+    assert "['STORE_SUBSCR', 'STORE_SUBSCR']" in traced.stdout, traced.stdout
+    assert traced.stdout.split()[-1] == untraced.stdout.split()[-1]  # co_code
