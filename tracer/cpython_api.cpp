@@ -619,8 +619,10 @@ uint8_t* code_instructions_311(PyObject* code) {
 
 bool find_store_subscripts(PyObject* fn, GenericStores* out) {
   *out = GenericStores();
-  if (py.minor != 11 || py.ob_type_offset < 0 || !fn || !py.PyCode_Type || !py.PyBytes_AsString || !py.PyBytes_Size)
-    return false;
+  static void* function_type = dlsym(RTLD_DEFAULT, "PyFunction_Type");
+  if (py.minor != 11 || py.ob_type_offset < 0 || !fn || !py.PyCode_Type || !py.PyBytes_AsString || !py.PyBytes_Size ||
+      !function_type || type_of(fn) != function_type)
+    return false;  // (a plain function: reading its __code__ runs no code of the program's)
   Ref code(probe_attribute(fn, "__code__"));
   if (!code || type_of(code.get()) != py.PyCode_Type) return false;
   // Never quickened: CPython's instructions are still co_code's bytes.
