@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <unordered_set>
 
 #include "prefault.h"
 
@@ -35,10 +34,18 @@ void ModulesHistory::find_reentries() {
   const auto& ims = p_.imports;
   reentry_.assign(ims.size(), false);
   // The first import of each name is the one that ran its module (the later ones found it).
+  // Each lifetime runs its modules again. Imports come in the order they began, so their
+  // lifetimes never decrease: a name's import is its lifetime's first when the name's
+  // last import so far was in an earlier lifetime.
   std::vector<bool> first(ims.size(), false);
-  std::unordered_set<std::string> seen;  // "<lifetime> <name>": each lifetime runs its modules
-  for (size_t i = 0; i < ims.size(); ++i)
-    first[i] = seen.insert(std::to_string(p_.lifetime_at(ims[i].begin_ns)) + ' ' + ims[i].name.str()).second;
+  NameTable<uint32_t> last_lifetime;  // name -> 1 + the lifetime of its latest import
+  last_lifetime.reserve(ims.size());
+  for (size_t i = 0; i < ims.size(); ++i) {
+    uint32_t lifetime = p_.lifetime_at(ims[i].begin_ns) + 1;
+    uint32_t& last = *last_lifetime.emplace(std::string_view(ims[i].name)).first;
+    first[i] = last != lifetime;
+    last = lifetime;
+  }
   for (size_t i = 0; i < ims.size(); ++i) {
     const Import& im = ims[i];
     // Parents start earlier: a position that does not decrease is a malformed trace.
