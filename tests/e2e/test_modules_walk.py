@@ -26,18 +26,30 @@ import lw_last
 '''
 
 
-def run_program(py, tmp_path, tail=""):
+def write_program(tmp_path, modules, main_text, extra=("lw_last",), **fields):
+    """`modules` empty modules lw_m0... and the `extra` ones in tmp_path/src, and the main
+    script `main_text` formatted with that directory as `root` (and `fields`)."""
     root = tmp_path / "src"
     root.mkdir()
-    for i in range(MODULES):
+    for i in range(modules):
         (root / ("lw_m%d.py" % i)).write_text("")
-    (root / "lw_last.py").write_text("")
+    for name in extra:
+        (root / (name + ".py")).write_text("")
     main = root / "lw_main.py"
-    main.write_text(PROGRAM.format(root=str(root), n=MODULES) + tail)
+    main.write_text(main_text.format(root=str(root), **fields))
+    return main
+
+
+def run_traced(py, main, tmp_path):
     out = tmp_path / "traces"
     r = run([py, str(main)], traced=True, outdir=str(out))
     assert r.returncode == 0, r.stderr[-2000:]
     return r, traces(str(out))
+
+
+def run_program(py, tmp_path, tail=""):
+    return run_traced(py, write_program(tmp_path, MODULES, PROGRAM + tail.replace("{", "{{").replace("}", "}}"),
+                                        n=MODULES), tmp_path)
 
 
 @pytest.mark.parametrize("py", interpreters(), ids=ident)
@@ -79,19 +91,12 @@ ctypes.pythonapi.PyDict_SetItem(ctypes.py_object(sys.modules), ctypes.py_object(
 
 @pytest.mark.parametrize("py", interpreters(), ids=ident)
 def test_unhooked_replacement_inside_an_import_is_found(py, tmp_path):
-    root = tmp_path / "src"
-    root.mkdir()
-    for i in range(MODULES):
-        (root / ("lw_m%d.py" % i)).write_text("")
-    (root / "lw_inside.py").write_text(INSIDE)
-    (root / "lw_last.py").write_text("")
-    main = root / "lw_main.py"
-    main.write_text("import atexit, ctypes, sys\nsys.path.insert(0, %r)\nfor i in range(%d):\n"
-                    "    __import__('lw_m%%d' %% i)\nimport lw_inside\nimport lw_last\n" % (str(root), MODULES))
-    out = tmp_path / "traces"
-    r = run([py, str(main)], traced=True, outdir=str(out))
-    assert r.returncode == 0, r.stderr[-2000:]
-    entries = why(traces(str(out)), "lw_m5")["entries"]
+    main = write_program(tmp_path, MODULES, "import atexit, ctypes, sys\nsys.path.insert(0, {root!r})\n"
+                         "for i in range({n}):\n    __import__('lw_m%d' % i)\nimport lw_inside\nimport lw_last\n",
+                         n=MODULES)
+    (main.parent / "lw_inside.py").write_text(INSIDE)
+    r, files = run_traced(py, main, tmp_path)
+    entries = why(files, "lw_m5")["entries"]
     assert len(entries) == 2, entries
     assert entries[1]["type"].endswith("Replacement") and entries[1]["via"] == "assignment", entries
 
@@ -124,19 +129,10 @@ import lw_last
 
 @pytest.mark.parametrize("py", interpreters(), ids=ident)
 def test_specialised_store_into_sys_modules_is_found(py, tmp_path):
-    root = tmp_path / "src"
-    root.mkdir()
-    for i in range(300):
-        (root / ("lw_m%d.py" % i)).write_text("")
-    (root / "lw_last.py").write_text("")
-    main = root / "lw_main.py"
-    main.write_text(HOT.format(root=str(root)))
-    out = tmp_path / "traces"
-    r = run([py, str(main)], traced=True, outdir=str(out))
-    assert r.returncode == 0, r.stderr[-2000:]
+    r, files = run_traced(py, write_program(tmp_path, 300, HOT), tmp_path)
     if "3.11" in py or py == "/usr/bin/python3":
         assert "STORE_SUBSCR_DICT" in r.stdout, r.stdout  # the store this test is about
-    entries = why(traces(str(out)), "lw_m5")["entries"]
+    entries = why(files, "lw_m5")["entries"]
     assert len(entries) == 2, entries
     assert entries[1]["type"].endswith("Replacement") and entries[1]["via"] == "assignment", entries
 
@@ -157,12 +153,7 @@ for fn in (b._load_unlocked,):
 
 @pytest.mark.parametrize("py", [p for p in interpreters() if "3.11" in p or p == "/usr/bin/python3"], ids=ident)
 def test_importlib_stores_into_sys_modules_stay_generic_on_311(py, tmp_path):
-    root = tmp_path / "src"
-    root.mkdir()
-    for i in range(300):
-        (root / ("lw_m%d.py" % i)).write_text("")
-    main = root / "lw_main.py"
-    main.write_text(IMPORTLIB_STORES.format(root=str(root)))
+    main = write_program(tmp_path, 300, IMPORTLIB_STORES, extra=())
     untraced = run([py, str(main)], traced=False)
     traced = run([py, str(main)], traced=True, outdir=str(tmp_path / "traces"))
     assert untraced.returncode == 0 and traced.returncode == 0, (untraced.stderr, traced.stderr)
