@@ -47,6 +47,14 @@ def run_traced(py, main, tmp_path):
     return r, traces(str(out))
 
 
+def assert_lw_m5_replaced(files):
+    """lw_m5's story: its import, then the Replacement put under its key."""
+    entries = why(files, "lw_m5")["entries"]
+    assert len(entries) == 2, entries
+    assert entries[0]["is_module"] and entries[0]["via"] == "import", entries
+    assert entries[1]["type"].endswith("Replacement") and entries[1]["via"] == "assignment", entries
+
+
 def run_program(py, tmp_path, tail=""):
     return run_traced(py, write_program(tmp_path, MODULES, PROGRAM + tail.replace("{", "{{").replace("}", "}}"),
                                         n=MODULES), tmp_path)
@@ -56,10 +64,7 @@ def run_program(py, tmp_path, tail=""):
 def test_unhooked_replacement_found_with_a_large_sys_modules(py, tmp_path):
     r, files = run_program(py, tmp_path)
     assert len(files) == 1
-    entries = why(files, "lw_m5")["entries"]
-    assert len(entries) == 2, entries
-    assert entries[0]["is_module"] and entries[0]["via"] == "import", entries
-    assert entries[1]["type"].endswith("Replacement") and entries[1]["via"] == "assignment", entries
+    assert_lw_m5_replaced(files)
 
 
 # The tracer never imports atexit itself (it registers the owed walk only with an atexit
@@ -96,9 +101,7 @@ def test_unhooked_replacement_inside_an_import_is_found(py, tmp_path):
                          n=MODULES)
     (main.parent / "lw_inside.py").write_text(INSIDE)
     r, files = run_traced(py, main, tmp_path)
-    entries = why(files, "lw_m5")["entries"]
-    assert len(entries) == 2, entries
-    assert entries[1]["type"].endswith("Replacement") and entries[1]["via"] == "assignment", entries
+    assert_lw_m5_replaced(files)
 
 
 # A store into sys.modules that 3.11's specialising interpreter has made a direct dict
@@ -132,9 +135,7 @@ def test_specialised_store_into_sys_modules_is_found(py, tmp_path):
     r, files = run_traced(py, write_program(tmp_path, 300, HOT), tmp_path)
     if "3.11" in py or py == "/usr/bin/python3":
         assert "STORE_SUBSCR_DICT" in r.stdout, r.stdout  # the store this test is about
-    entries = why(files, "lw_m5")["entries"]
-    assert len(entries) == 2, entries
-    assert entries[1]["type"].endswith("Replacement") and entries[1]["via"] == "assignment", entries
+    assert_lw_m5_replaced(files)
 
 
 # 3.11: importlib's own stores into sys.modules stay generic under the tracer, so the store
