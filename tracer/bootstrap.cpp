@@ -104,6 +104,9 @@ void install_in_current_interpreter() {
   if (interp != py.PyInterpreterState_Main()) return;
   MainInterpreter& m = g_main_interpreter;
   m.interp = interp;
+  populate_string_caches();
+  populate_code_cache();
+  populate_in_flight();
   // Registered again in each lifetime: Py_FinalizeEx runs and drops its registrations.
   bool end_watched = py.Py_AtExit && py.Py_AtExit(lifetime_ended) == 0;
   watch_process_end();

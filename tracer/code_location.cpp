@@ -6,6 +6,7 @@
 #include "string_interning.h"
 #include "thread_state.h"
 #include "trace_writer.h"
+#include "tracer_memory.h"
 
 namespace imptrace {
 namespace {
@@ -223,10 +224,10 @@ CodeLocation function_location(PyObject* fn) {
 }
 
 void forget_lifetime_code() {
-  for (auto& set : g_code_cache.slots)
-    for (CodeSlot& c : set) c.info = CodeInfo();
-  memset(g_code_cache.keys, 0, sizeof g_code_cache.keys);
-  memset(g_code_cache.next_victim, 0, sizeof g_code_cache.next_victim);
+  // Back to static storage's zeros, which the cache starts from (see CodeSlot).
+  tracer_memory::clear_static(&g_code_cache, sizeof g_code_cache);
 }
+
+void populate_code_cache() { tracer_memory::populate(&g_code_cache, sizeof g_code_cache); }
 
 }  // namespace imptrace

@@ -39,4 +39,9 @@ CodeLocation function_location(PyObject* fn);
 // lifetime starts as the first did.
 void forget_lifetime_code();
 
+// Makes the pages of its table now, in one system call (tracer_memory::populate): slots are
+// spread by hash, so a few hundred imports touch most of its pages, each first touch a
+// fault (10-15 us on CI's virtual machines). Once, at the main interpreter's installation.
+void populate_code_cache();
+
 }  // namespace imptrace

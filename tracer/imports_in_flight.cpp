@@ -4,6 +4,7 @@
 
 #include "thread_state.h"
 #include "trace_writer.h"
+#include "tracer_memory.h"
 
 namespace imptrace {
 namespace {
@@ -32,11 +33,7 @@ InFlightTable g_inflight;
 // new file) name other strings now: the table starts empty, and imports begun before
 // leave it alone when they end (their InFlight::name_epoch is the old one).
 __attribute__((noinline, cold)) void inflight_reset() {
-  memset(g_inflight.name, 0, sizeof g_inflight.name);
-  memset(g_inflight.count, 0, sizeof g_inflight.count);
-  memset(g_inflight.id, 0, sizeof g_inflight.id);
-  memset(g_inflight.inserted, 0, sizeof g_inflight.inserted);
-  g_inflight.used = 0;
+  tracer_memory::clear_static(&g_inflight, sizeof g_inflight);
   g_inflight.strings_epoch = TraceWriter::strings_epoch();
 }
 inline void inflight_follow_epoch() {
@@ -126,5 +123,7 @@ bool inflight_name_at(size_t active_index, InFlightName* out) {
 }
 
 void forget_lifetime_in_flight() { inflight_reset(); }
+
+void populate_in_flight() { tracer_memory::populate(&g_inflight, sizeof g_inflight); }
 
 }  // namespace imptrace

@@ -5,6 +5,7 @@
 
 #include "access_repeats.h"
 #include "records.h"
+#include "tracer_memory.h"
 
 namespace imptrace {
 namespace {
@@ -176,7 +177,7 @@ void observe_proxy_class(PyObject* type, bool getattr, bool setattr) {
 }
 
 void forget_lifetime_observed_functions() {
-  memset(g_observer.observed, 0, sizeof g_observer.observed);
+  tracer_memory::clear_static(g_observer.observed, sizeof g_observer.observed);
   g_observer.n_observed = 0;
   repeats_forget_memos();
   g_observer.getattr_str = g_observer.setattr_str = g_observer.name_str = nullptr;

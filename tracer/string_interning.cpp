@@ -4,6 +4,7 @@
 
 #include "hash.h"
 #include "trace_writer.h"
+#include "tracer_memory.h"
 
 namespace imptrace {
 namespace {
@@ -91,6 +92,8 @@ TextStr text_str(const char* text, size_t n) {
   return TextStr(o, false);
 }
 
-void forget_lifetime_strings() { memset(&g_caches, 0, sizeof g_caches); }
+void forget_lifetime_strings() { tracer_memory::clear_static(&g_caches, sizeof g_caches); }
+
+void populate_string_caches() { tracer_memory::populate(&g_caches, sizeof g_caches); }
 
 }  // namespace imptrace

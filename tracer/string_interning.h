@@ -27,6 +27,11 @@ uint32_t intern_obj(PyObject* s, bool fill = true);
 // lifetime starts as the first did.
 void forget_lifetime_strings();
 
+// Makes the pages of its table now, in one system call (tracer_memory::populate): slots are
+// spread by hash, so a few hundred imports touch most of its pages, each first touch a
+// fault (10-15 us on CI's virtual machines). Once, at the main interpreter's installation.
+void populate_string_caches();
+
 // Two str objects with the same text (without running a subclass's __eq__).
 bool same_text(PyObject* a, PyObject* b);
 

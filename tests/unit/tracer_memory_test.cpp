@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <vector>
 
@@ -84,4 +85,37 @@ TEST(TracerMemory, FallsBackBeyondTheRegion) {
   p[0] = 1;
   p[n - 1] = 2;
   mem::release(p, n);
+}
+
+// clear_static: an object of the test binary's own static storage (found as the library
+// finds its own: the writable segment it lies in) reads as zero again. Its whole pages in
+// the segment's zero-filled part are dropped, not written (so they are not resident
+// after); bytes beside the range keep their contents; an object outside static storage
+// (the heap) is written.
+namespace {
+alignas(4096) unsigned char g_static_pages[10 * 4096 + 100];
+unsigned char g_static_small[100];
+}  // namespace
+
+TEST(TracerMemory, ClearStaticZeroesStaticStorageDroppingWholePages) {
+  memset(g_static_pages, 0xab, sizeof g_static_pages);
+  mem::clear_static(g_static_pages, sizeof g_static_pages);
+  unsigned char resident[10] = {};  // asked before any read, which maps the zero page
+  ASSERT_EQ(mincore(g_static_pages, 10 * 4096, resident), 0);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(resident[i] & 1, 0) << "page " << i << " still resident: written, not dropped";
+  EXPECT_TRUE(all_zero(g_static_pages, sizeof g_static_pages));
+
+  memset(g_static_pages, 0xcd, sizeof g_static_pages);
+  mem::clear_static(g_static_pages + 10, 5 * 4096);
+  EXPECT_TRUE(all_zero(g_static_pages + 10, 5 * 4096));
+  for (size_t i : {size_t{0}, size_t{9}, size_t{10 + 5 * 4096}, sizeof g_static_pages - 1})
+    EXPECT_EQ(g_static_pages[i], 0xcd) << "byte " << i;
+
+  memset(g_static_small, 1, sizeof g_static_small);
+  mem::clear_static(g_static_small, sizeof g_static_small);
+  EXPECT_TRUE(all_zero(g_static_small, sizeof g_static_small));
+
+  std::vector<unsigned char> heap(3 * 4096 + 7, 7);
+  mem::clear_static(heap.data(), heap.size());
+  EXPECT_TRUE(all_zero(heap.data(), heap.size()));
 }
