@@ -1,7 +1,6 @@
 #include "tracer_memory.h"
 
 #include <errno.h>
-#include <link.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,42 +157,24 @@ void populate(void* p, size_t n) {
     __atomic_store_n(&g_no_populate, true, __ATOMIC_RELAXED);
 }
 
-namespace {
-
 // The zero-filled part of the library's writable segment: from the first page boundary
-// after its file contents to its end. The loader maps it anonymous, so a page dropped
-// there reads as zero; a page of the file mapping (the one the contents end in) would
-// read back the file. [0, 0) when not found.
-struct AnonymousStatic { uintptr_t from, to; };
-
-int find_anonymous_static(dl_phdr_info* info, size_t, void* data) {
-  auto* out = static_cast<AnonymousStatic*>(data);
-  uintptr_t mine = reinterpret_cast<uintptr_t>(&g_regions);
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-    if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_W)) continue;
-    uintptr_t start = info->dlpi_addr + ph.p_vaddr;
-    if (mine < start || mine >= start + ph.p_memsz) continue;
-    out->from = (start + ph.p_filesz + kPage - 1) & ~(kPage - 1);
-    out->to = (start + ph.p_memsz + kPage - 1) & ~(kPage - 1);
-    return 1;
-  }
-  return 0;
-}
-
-}  // namespace
+// after its file contents (the linker's _edata, the end of .data) to the end of .bss
+// (_end). The loader maps it anonymous, so a page dropped there reads as zero; a page of
+// the file mapping (the one the contents end in) would read back the file. Our own
+// object's symbols (hidden: the version script keeps them local), so no lookup, no loader
+// lock (clear_static also runs in fork children).
+extern "C" char _edata[] __attribute__((visibility("hidden")));
+extern "C" char _end[] __attribute__((visibility("hidden")));
 
 void clear_static(void* p, size_t n) {
-  static AnonymousStatic anon = [] {
-    AnonymousStatic a{0, 0};
-    if (sysconf(_SC_PAGESIZE) == static_cast<long>(kPage)) dl_iterate_phdr(find_anonymous_static, &a);
-    return a;
-  }();
+  uintptr_t anon_from = (reinterpret_cast<uintptr_t>(_edata) + kPage - 1) & ~(kPage - 1);
+  uintptr_t anon_to = (reinterpret_cast<uintptr_t>(_end) + kPage - 1) & ~(kPage - 1);
   uintptr_t begin = reinterpret_cast<uintptr_t>(p), end = begin + n;
   uintptr_t from = (begin + kPage - 1) & ~(kPage - 1), to = end & ~(kPage - 1);
-  if (from < anon.from) from = anon.from;
-  if (to > anon.to) to = anon.to;
-  if (from >= to || madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED) != 0) {
+  if (from < anon_from) from = anon_from;
+  if (to > anon_to) to = anon_to;
+  if (from >= to || sysconf(_SC_PAGESIZE) != static_cast<long>(kPage) ||
+      madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED) != 0) {
     memset(p, 0, n);
     return;
   }
