@@ -427,9 +427,16 @@ def dir_bytes(d):
     return total
 
 
-KIND_NAMES = {1: "header", 2: "string_def", 3: "import", 4: "modules_change", 5: "binding",
-              6: "proxy_access", 7: "sys_path", 8: "proxy_class", 9: "note", 10: "env_update",
-              11: "process_end", 12: "proxy_access_summary"}
+def record_kind_names():
+    """Record.<kind> field number -> name, read from the .proto (the one source of the
+    trace's vocabulary), so a kind added there is named here without a second list."""
+    with open(os.path.join(REPO, "proto", "imptrace.proto")) as f:
+        text = f.read()
+    body = re.search(r"message Record \{\s*oneof kind \{(.*?)\}", text, re.S).group(1)
+    return {int(num): name for name, num in re.findall(r"^\s*\w+\s+(\w+)\s*=\s*(\d+);", body, re.M)}
+
+
+KIND_NAMES = record_kind_names()
 
 
 def read_varint(buf, i):
