@@ -322,10 +322,17 @@ DestructorFn patch_module_dealloc(DestructorFn hook) {
   return orig;
 }
 
-VectorcallFn* function_vectorcall(PyObject* fn) {
+namespace {
+// A plain Python function (PyFunction_Type itself, no subclass: it has none).
+bool is_python_function(PyObject* fn) {
   static void* function_type = dlsym(RTLD_DEFAULT, "PyFunction_Type");
+  return fn && function_type && type_of(fn) == function_type;
+}
+}  // namespace
+
+VectorcallFn* function_vectorcall(PyObject* fn) {
   static void** offset_word = type_word("PyFunction_Type", "function", layout::kTpVectorcallOffset);
-  if (!fn || !function_type || !offset_word || type_of(fn) != function_type) return nullptr;
+  if (!offset_word || !is_python_function(fn)) return nullptr;
   // A pointer-aligned field inside the function object's first few hundred bytes, else
   // the type is not laid out as expected and nothing is touched.
   auto offset = reinterpret_cast<intptr_t>(*offset_word);
@@ -619,9 +626,8 @@ uint8_t* code_instructions_311(PyObject* code) {
 
 bool find_store_subscripts(PyObject* fn, GenericStores* out) {
   *out = GenericStores();
-  static void* function_type = dlsym(RTLD_DEFAULT, "PyFunction_Type");
-  if (py.minor != 11 || py.ob_type_offset < 0 || !fn || !py.PyCode_Type || !py.PyBytes_AsString || !py.PyBytes_Size ||
-      !function_type || type_of(fn) != function_type)
+  if (py.minor != 11 || py.ob_type_offset < 0 || !py.PyCode_Type || !py.PyBytes_AsString || !py.PyBytes_Size ||
+      !is_python_function(fn))
     return false;  // (a plain function: reading its __code__ runs no code of the program's)
   Ref code(probe_attribute(fn, "__code__"));
   if (!code || type_of(code.get()) != py.PyCode_Type) return false;
