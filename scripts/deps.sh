@@ -3,7 +3,7 @@
 IMPTRACE_DEBS=(cmake g++ make libgtest-dev protobuf-compiler python3 python3-pytest pybind11-dev python3.11-dev
   python3-pytest-xdist python3-six python3-lazy-loader python3-torch python3.11-dbg clang zlib1g-dev libdw-dev libelf-dev
   g++-aarch64-linux-gnu qemu-user-static chromium-headless-shell python3-scipy python3-sympy python3-yaml python3-pygments
-  python3-pandas python3-matplotlib)
+  python3-pandas python3-matplotlib debootstrap)
 
 imptrace_ensure_packages() {
   local missing=()

@@ -5,13 +5,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
 imptrace_ensure_packages
+# CPython 3.14 and 3.15 in a Debian sid chroot (cached in /var/cache/imptrace/sid): never
+# fails the run by itself; their tests skip, saying why, when it could not be made. Made
+# while the build runs: on a machine without the cache it is minutes of downloading, and
+# its apt runs inside the chroot (debootstrap itself is one of the packages above), so it
+# takes no lock the steps below need.
+bash scripts/sid.sh & sid_setup=$!
 imptrace_build
 # The tracer cross-built for AArch64 and an arm64 CPython to run it in (qemu): never fails
 # the run by itself; test_aarch64 skips, saying why, when it could not be prepared.
 bash scripts/aarch64.sh || true
-# CPython 3.14 and 3.15 in a Debian sid chroot (cached in /var/cache/imptrace/sid): never
-# fails the run by itself; their tests skip, saying why, when it could not be made.
-bash scripts/sid.sh || true
+wait "$sid_setup" || true
 # The end-to-end tests run on every CPython found; say which, up front.
 echo "imptrace: interpreters for the end-to-end tests:" \
   $(ls -d /root/.pyenv/versions/3.{8,9,10,11,12,13}*/bin/python /usr/bin/python3 /usr/bin/python3.11-dbg 2>/dev/null) \
