@@ -25,8 +25,9 @@ bool is_importlib_file(const char* f) {
 // importlib's own. Code objects repeat (every frame of importlib, a package's __init__
 // importing its children one after another), so a small cache keyed by the code object
 // skips two attribute lookups and a path scan per frame. It holds a reference to each
-// cached code object so that an address keeps meaning the same code (deliberate: at most
-// kCodeCache code objects stay alive a while longer).
+// cached code object so that an address keeps meaning the same code; a finished module's
+// body is let go at the end of its import (release_code_if_unused), other code objects
+// stay alive until evicted (at most kCodeCache of them).
 struct CodeInfo {
   PyObject* code = nullptr;
   uint32_t file = 0, func = 0, generation = 0;
@@ -98,10 +99,12 @@ CodeInfo describe_code(PyObject* code) {
   return ci;
 }
 
+size_t code_set(PyObject* code) { return (hash_address(reinterpret_cast<uintptr_t>(code)) >> 32) & (kCodeSets - 1); }
+
 // The cache entry for `code`, or (sub-interpreters) `scratch` filled in.
 CodeInfo& code_info(PyObject* code, CodeInfo& scratch) {
   if (!in_main_interpreter()) return scratch = describe_code(code);
-  size_t set = (hash_address(reinterpret_cast<uintptr_t>(code)) >> 32) & (kCodeSets - 1);
+  size_t set = code_set(code);
   CodeSetKeys& keys = g_code_cache.keys[set];
   for (size_t w = 0; w < kCodeWays; ++w) {
     if (keys.code[w] != code) continue;
@@ -110,6 +113,10 @@ CodeInfo& code_info(PyObject* code, CodeInfo& scratch) {
   }
   size_t way = 0;
   while (way < kCodeWays && keys.code[way] != code) ++way;  // a stale entry for this code
+  if (way == kCodeWays) {
+    way = 0;
+    while (way < kCodeWays && keys.code[way]) ++way;  // a way released at an import's end
+  }
   if (way == kCodeWays) {
     way = g_code_cache.next_victim[set];
     g_code_cache.next_victim[set] = static_cast<uint8_t>((way + 1) % kCodeWays);
@@ -170,7 +177,8 @@ int capture_stack(CodeLocation* out, int max, bool skip_importlib) {
   return capture_walk(w, out, max, skip_importlib);
 }
 
-bool capture_importer(CodeLocation* importer, CodeLocation* trigger, const void* fromlist_frame) {
+bool capture_importer(CodeLocation* importer, CodeLocation* trigger, const void* fromlist_frame,
+                      PyObject** importer_code) {
   FrameWalk w;
   CodeLocation* want = importer;
   CodeInfo scratch;  // (sub-interpreters) out of the loop: it is zeroed where declared
@@ -182,10 +190,12 @@ bool capture_importer(CodeLocation* importer, CodeLocation* trigger, const void*
       // The `from ... import` whose fromlist importlib is serving: its own frame is the
       // importer, wherever the walk stands (nothing in between was outside importlib).
       locate(w, ci, importer);
+      if (importer_code && !ci.importlib) *importer_code = code;
       return true;
     }
     if (ci.importlib) continue;
     locate(w, ci, want);
+    if (want == importer && importer_code) *importer_code = code;
     if (want == trigger) return true;
     if (!ci.getattr_hook) {
       // Code reached from a `from ... import` other than through importlib (a lazy
@@ -199,6 +209,24 @@ bool capture_importer(CodeLocation* importer, CodeLocation* trigger, const void*
     want = trigger;  // a package's __getattr__: go on to what asked it
   }
   return want != importer;
+}
+
+PyObject* release_code_if_unused(PyObject* code) {
+  if (!in_main_interpreter()) return nullptr;
+  // Only a pointer the cache holds is read: the code's own reference keeps it valid.
+  size_t set = code_set(code);
+  CodeSetKeys& keys = g_code_cache.keys[set];
+  for (size_t w = 0; w < kCodeWays; ++w) {
+    if (keys.code[w] != code) continue;
+    if (refcount(code) != 1) return nullptr;
+    CodeInfo& slot = g_code_cache.slots[set][w].info;
+    keys.code[w] = nullptr;
+    slot.code = nullptr;
+    slot.generation = 0;
+    slot.lines = LineCursor();
+    return code;
+  }
+  return nullptr;
 }
 
 bool caller_is_importlib() {

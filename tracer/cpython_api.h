@@ -363,6 +363,14 @@ inline PyObject* type_of(PyObject* o) {
   return *reinterpret_cast<PyObject* const*>(reinterpret_cast<const char*>(o) + py.ob_type_offset);
 }
 
+// An object's reference count: ob_refcnt, the word before ob_type (3.12+ keep the count of
+// a mortal object in it whole, as before); -1 where the header's layout is not known.
+inline Py_ssize_t refcount(PyObject* o) {
+  if (py.ob_type_offset < 0) return -1;
+  return *reinterpret_cast<const Py_ssize_t*>(reinterpret_cast<const char*>(o) + py.ob_type_offset -
+                                              layout::kTypeAfterRefcnt);
+}
+
 // 3.8-3.10 keep an instance's attributes in a real dict, which PyObject_GenericGetDict
 // hands back as it is: reading that is cheaper than an attribute lookup (a type lookup,
 // often a method-cache miss, then the same dict). 3.11+ keep them inline and would build

@@ -333,7 +333,13 @@ PyObject* find_and_load_hook(const Callee& orig, PyObject* const* args, size_t n
     WriterLock lock;
     begin_name_id = intern_obj(name);
     begin_epoch = TraceWriter::strings_epoch();
-    capture_importer(&rec.importer, &rec.trigger, t.fromlist_frame && t.fromlist_depth == t.depth ? t.fromlist_frame : nullptr);
+    PyObject* importer_code = nullptr;
+    capture_importer(&rec.importer, &rec.trigger, t.fromlist_frame && t.fromlist_depth == t.depth ? t.fromlist_frame : nullptr,
+                     &importer_code);
+    // The module being executed (the import in flight around this one) is, as a rule, the
+    // importer: its body's code is let go from the cache when that import ends.
+    if (importer_code && t.depth > 0 && !t.stack[t.depth - 1].importer_code)
+      t.stack[t.depth - 1].importer_code = importer_code;
     if (shadowing) shadow_at_import_start(t, name, begin_name_id, t.depth == 0);
     inflight_add(begin_name_id, +1, name);
     record_sys_path_if_changed();
@@ -344,7 +350,7 @@ PyObject* find_and_load_hook(const Callee& orig, PyObject* const* args, size_t n
   void* native[kNativeDepth];
   int nnative = g_settings.native_stacks ? capture_native_stack(native) : 0;
   rec.begin_ns = TraceWriter::now_ns();
-  t.stack[t.depth++] = InFlight{rec.index, name, begin_name_id, begin_epoch, TraceWriter::generation(), false, nullptr};
+  t.stack[t.depth++] = InFlight{rec.index, name, begin_name_id, begin_epoch, TraceWriter::generation(), false, nullptr, nullptr};
 
   PyObject* res = call_original(orig, args, nargsf, kwnames);
 
@@ -360,13 +366,16 @@ PyObject* find_and_load_hook(const Callee& orig, PyObject* const* args, size_t n
   ++t.inside_tracer;
   PendingError err;
   if (!res) fetch_error(err);
+  PyObject* finished_code = nullptr;
   {
     WriterLock lock;
     record_import_end(t, self, name, res, err.type, err.value, rec, main_interp, shadowing, native, nnative);
     TraceWriter::flush();
+    if (self.importer_code) finished_code = release_code_if_unused(self.importer_code);
   }
-  // Outside the lock, with no error pending: this may be the last reference.
+  // Outside the lock, with no error pending: these may be the last references.
   if (self.inserted) py.Py_DecRef(self.inserted);
+  if (finished_code) py.Py_DecRef(finished_code);
   if (shadowing) {
     shadow_register_owed_walk_at_exit();
     keep_importlib_stores_seen();

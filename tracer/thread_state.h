@@ -32,6 +32,9 @@ struct InFlight {
   // store; held so that, if it is replaced before then, the replaced object can still be
   // described (and its address not reused meanwhile).
   PyObject* inserted;
+  // The code object that made this module's first import (its body, as a rule: borrowed,
+  // the code cache holds it), for release_code_if_unused at this import's end.
+  PyObject* importer_code;
 };
 constexpr int kMaxDepth = 512;
 

@@ -217,6 +217,53 @@ def test_no_reference_kept_to_the_programs_strings(py, tmp_path):
     assert any(i["name"] == "refprobe_mod" for i in export(*files)["processes"][0]["imports"])
 
 
+CODE_LIFETIME_PROBE = r'''
+import gc, sys
+gc.disable()
+sys.path.insert(0, %r)
+import codeprobe_pkg
+# The package's body imported its children: the tracer described that code object as
+# their importer. Once the package's import has ended, nothing holds it untraced.
+print("body", codeprobe_pkg.body_code() is None)
+'''
+
+CODE_LIFETIME_PACKAGE = '''
+import sys, weakref
+_body = weakref.ref(sys._getframe().f_code)
+from . import child_a
+from . import child_b
+import codeprobe_other
+
+def body_code():
+    return _body()
+'''
+
+
+@pytest.mark.parametrize("py", interpreters(), ids=ident)
+def test_finished_module_code_not_kept_alive(py, tmp_path):
+    """The tracer describes each importer's code object once and keeps it while it may come
+    back; a module's body that has finished (its import ended) is let go at that import's
+    end, as untraced, rather than kept until its cache entry is reused: its constants,
+    names and line table would stay in memory, and more pages be made, on a real run
+    (bench/results.md, "The code cache and the memory it keeps"). A weak reference to the
+    body's code is dead after the import, traced as untraced."""
+    pkg = tmp_path / "codeprobe_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(CODE_LIFETIME_PACKAGE)
+    (pkg / "child_a.py").write_text("A = 1\n")
+    (pkg / "child_b.py").write_text("B = 1\n")
+    (tmp_path / "codeprobe_other.py").write_text("C = 1\n")
+    code = CODE_LIFETIME_PROBE % str(tmp_path)
+    plain = run([py, "-c", code], traced=False)
+    traced = run([py, "-c", code], traced=True, outdir=str(tmp_path / "t"))
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout == "body True\n", plain.stdout
+    assert (traced.returncode, traced.stdout) == (0, plain.stdout), (traced.stdout, traced.stderr)
+    imports = export(*traces(str(tmp_path / "t")))["processes"][0]["imports"]
+    children = [i for i in imports if i["name"] in ("codeprobe_pkg.child_a", "codeprobe_pkg.child_b")]
+    assert len(children) == 2 and all(i["importer"]["function"] == "<module>" for i in children), children
+
+
 TYPE_TAGS = r'''
 import gc; gc.disable()  # collections fall elsewhere traced: the classes left in cycles would differ
 import ctypes, importlib, sys, types
