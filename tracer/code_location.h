@@ -35,9 +35,10 @@ bool capture_importer(CodeLocation* importer, CodeLocation* trigger, const void*
 // dropped and that reference returned, for the caller to release outside the writer lock
 // (freeing a code object may run a weakref callback). Else null. The cache keeps every
 // code object it describes alive so that an address keeps meaning the same code; kept
-// until evicted, each finished module's body (its constants, names and line table) stayed
-// alive a few hundred imports longer: on `import scipy, sympy` 370 of the tracer's 540
-// added page faults, and more for the collector to traverse.
+// until evicted, each finished module's body (its constants, names and line table) would
+// live a few hundred imports longer than untraced: on `import scipy, sympy` that is 370 of
+// the 540 page faults the tracer would add (bench/results.md, "The code cache and the
+// memory it keeps").
 PyObject* release_code_if_unused(PyObject* code);
 
 // Whether the innermost Python frame is importlib's own (its code cached, no line read).

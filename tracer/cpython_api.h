@@ -364,7 +364,8 @@ inline PyObject* type_of(PyObject* o) {
 }
 
 // An object's reference count: ob_refcnt, the word before ob_type (3.12+ keep the count of
-// a mortal object in it whole, as before); -1 where the header's layout is not known.
+// a mortal object in it whole, as before; an immortal object's, or one with flags in the
+// word's high half, reads larger); -1 where the header's layout is not known.
 inline Py_ssize_t refcount(PyObject* o) {
   if (py.ob_type_offset < 0) return -1;
   return *reinterpret_cast<const Py_ssize_t*>(reinterpret_cast<const char*>(o) + py.ob_type_offset -
